@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The test command of README.md, and what CI runs: installs what is missing, then
+#   1. CMake Release build (g++, -Werror) and every test;
+#   2. Meson release build (g++, -Werror) and the same tests;
+#   3. CMake Debug build with -fsanitize=address,undefined and every test again;
+#   4. the libFuzzer differential target (clang-16) for a bounded time.
+# Build trees go under build/ci-*. Prints a summary line per stage; exits non-zero on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tests/deps.sh
+
+jobs=$(nproc)
+fuzz_seconds=${COGWHEEL_FUZZ_SECONDS:-60}
+stage() { echo; echo "== $*"; }
+
+stage "cmake release (g++)"
+cmake -S . -B build/ci-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOGWHEEL_WERROR=ON >/dev/null
+cmake --build build/ci-release -j "$jobs"
+(cd build/ci-release && ctest --output-on-failure -j "$jobs")
+
+stage "meson release (g++)"
+if [ ! -d build/ci-meson ]; then
+  meson setup build/ci-meson --buildtype=release -Dwerror=true >/dev/null
+fi
+meson compile -C build/ci-meson -j "$jobs"
+meson test -C build/ci-meson --print-errorlogs --num-processes "$jobs"
+
+stage "cmake debug + address,undefined sanitizers"
+cmake -S . -B build/ci-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 \
+  -DCOGWHEEL_SANITIZE=address,undefined -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON >/dev/null
+cmake --build build/ci-asan -j "$jobs"
+(cd build/ci-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  COGWHEEL_TEST_SCALE=${COGWHEEL_TEST_SCALE:-0.1} ctest --output-on-failure -j "$jobs")
+
+if [ -d tests/fuzz ]; then
+  stage "libFuzzer differential check (clang-16, ${fuzz_seconds}s)"
+  cmake -S . -B build/ci-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++-16 -DCOGWHEEL_FUZZ=ON -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON >/dev/null
+  cmake --build build/ci-fuzz -j "$jobs" --target timer_fuzz
+  mkdir -p build/ci-fuzz/corpus
+  build/ci-fuzz/tests/fuzz/timer_fuzz -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+    build/ci-fuzz/corpus 2>&1 | tail -n 15
+fi
+
+echo
+echo "== all stages passed"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cogwheel builds, tests and benchmarks with, when any is missing.
+# Sourced by tests/ci.sh and examples/demo.sh; safe to run again (a no-op when all are there).
+cogwheel_deps=(g++ cmake ninja-build meson pkg-config liburing-dev libgtest-dev libgmock-dev
+               libbenchmark-dev clang-16 libclang-rt-16-dev)
+cogwheel_missing=()
+for p in "${cogwheel_deps[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cogwheel_missing+=("$p")
+done
+if [ ${#cogwheel_missing[@]} -gt 0 ]; then
+  echo "== installing: ${cogwheel_missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${cogwheel_missing[@]}" >/dev/null
+fi

@@ -1,0 +1,87 @@
+// Conversion between steady_clock time points and the integer ticks timer queues work in.
+//
+// Contract: a deadline converts to ticks rounding UP and a current time rounding DOWN, so a
+// timer that fires at the first advance with now_tick >= deadline_tick never fires before its
+// time point, and fires at most one tick after it relative to the advancing timestamps.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+
+namespace cogwheel::timer {
+
+using clock = std::chrono::steady_clock;
+using tick_t = std::uint64_t;
+
+// Exact unsigned division by a divisor fixed at construction, without a DIV instruction on the
+// hot path: an estimate from a 64-bit reciprocal is at most one short, and one compare fixes it.
+class tick_divider {
+ public:
+  constexpr explicit tick_divider(std::uint64_t divisor) noexcept
+      : divisor_(divisor), reciprocal_(divisor == 1 ? 0 : ~std::uint64_t{0} / divisor) {}
+
+  constexpr std::uint64_t divisor() const noexcept { return divisor_; }
+
+  // floor(n / divisor) for every n.
+  constexpr std::uint64_t floor_div(std::uint64_t n) const noexcept {
+    if (divisor_ == 1) return n;
+    // reciprocal_ = floor((2^64 - 1) / d) >= 2^64 / d - 1, so the estimate q is >= n / d - 1
+    // (n < 2^64) and never above n / d: q is the true quotient or one short of it.
+    auto q = static_cast<std::uint64_t>((static_cast<unsigned __int128>(n) * reciprocal_) >> 64);
+    if (n - q * divisor_ >= divisor_) ++q;
+    return q;
+  }
+
+  // ceil(n / divisor) for every n.
+  constexpr std::uint64_t ceil_div(std::uint64_t n) const noexcept {
+    const std::uint64_t q = floor_div(n);
+    return q + (q * divisor_ != n ? 1 : 0);
+  }
+
+ private:
+  std::uint64_t divisor_;
+  std::uint64_t reciprocal_;
+};
+
+// The tick of one timer queue: maps time points to ticks counted from steady_clock's epoch.
+// Time points before the epoch map to tick 0; ticks whose time point would overflow map to
+// clock::time_point::max().
+class tick_scale {
+ public:
+  explicit tick_scale(clock::duration tick)
+      : tick_(tick), divider_(checked_count(tick)) {}
+
+  clock::duration tick() const noexcept { return tick_; }
+
+  // The first tick at or after t (rounds up): a deadline.
+  tick_t deadline_tick(clock::time_point t) const noexcept {
+    const auto ns = t.time_since_epoch().count();
+    return ns <= 0 ? 0 : divider_.ceil_div(static_cast<std::uint64_t>(ns));
+  }
+
+  // The last tick at or before t (rounds down): the current time.
+  tick_t now_tick(clock::time_point t) const noexcept {
+    const auto ns = t.time_since_epoch().count();
+    return ns <= 0 ? 0 : divider_.floor_div(static_cast<std::uint64_t>(ns));
+  }
+
+  // The time point at which tick `t` begins.
+  clock::time_point time_of(tick_t t) const noexcept {
+    const auto max = static_cast<std::uint64_t>(clock::duration::max().count());
+    const std::uint64_t d = divider_.divisor();
+    if (t > max / d) return clock::time_point::max();
+    return clock::time_point(clock::duration(static_cast<clock::rep>(t * d)));
+  }
+
+ private:
+  static std::uint64_t checked_count(clock::duration tick) {
+    if (tick.count() <= 0) throw std::invalid_argument("cogwheel: timer tick must be positive");
+    return static_cast<std::uint64_t>(tick.count());
+  }
+
+  clock::duration tick_;
+  tick_divider divider_;
+};
+
+}  // namespace cogwheel::timer

@@ -1,0 +1,161 @@
+// timer_wheel: a hierarchical timing wheel (11 levels of 64 slots, one occupancy bitmap word per
+// level) with O(1) schedule, cancel and reschedule, and batched advance whose cost follows the
+// occupied slots it visits and the timers it expires, never the ticks that elapsed.
+//
+// Slots are vectors of node pointers rather than intrusive lists: a node knows its index, so
+// cancel touches only the node and its own entry (a nulled "tombstone"), never list neighbours,
+// which at a million timers is where a linked wheel spends its cache misses. A slot whose
+// entries are mostly tombstones is compacted; a tombstone at the end is popped at once. Slot
+// capacity is kept once grown, so a wheel in steady state allocates nothing.
+//
+// Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
+// never earlier and never later. Deadlines at or before the wheel's time fire at the next
+// advance. Time never goes backwards: advance to an earlier time is a no-op.
+//
+// Not thread-safe: one wheel belongs to one thread (one core's loop).
+#pragma once
+
+#include <array>
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <cogwheel/timer/detail/expiry_batch.hpp>
+#include <cogwheel/timer/detail/wheel_index.hpp>
+#include <cogwheel/timer/node.hpp>
+#include <cogwheel/timer/ticks.hpp>
+
+namespace cogwheel::timer {
+
+class timer_wheel {
+ public:
+  // The wheel's time starts at `start` (rounded down to a tick).
+  explicit timer_wheel(clock::duration tick = std::chrono::milliseconds(1),
+                       clock::time_point start = {});
+  timer_wheel(const timer_wheel&) = delete;
+  timer_wheel& operator=(const timer_wheel&) = delete;
+  // Cancels every pending timer (their nodes become idle; none fires).
+  ~timer_wheel();
+
+  // Precondition: !n.scheduled(). O(1).
+  void schedule(timer_node& n, clock::time_point deadline) {
+    assert(!n.scheduled());
+    insert(n, scale_.deadline_tick(deadline));
+    ++size_;
+  }
+
+  // Removes n if it is pending (or due in the batch being fired). Returns whether it was; a
+  // second cancel, or a cancel after it fired, is a no-op returning false. O(1).
+  bool cancel(timer_node& n) noexcept {
+    switch (n.state_) {
+      case timer_node::state::idle:
+        return false;
+      case timer_node::state::due:
+        batch_.remove(n);
+        return true;
+      case timer_node::state::queued:
+        unlink(n);
+        --size_;
+        return true;
+    }
+    return false;
+  }
+
+  // Moves n's deadline (scheduling it if idle). O(1). A later deadline is applied lazily: the
+  // node stays in its slot, which comes due no later than the old deadline, and is re-filed then.
+  void reschedule(timer_node& n, clock::time_point deadline) {
+    const tick_t t = scale_.deadline_tick(deadline);
+    if (n.state_ == timer_node::state::queued && n.slot_ != overdue_slot && t >= n.tick_) {
+      n.tick_ = t;
+      return;
+    }
+    cancel(n);
+    insert(n, t);
+    ++size_;
+  }
+
+  // Moves the wheel's time to `now` and fires every timer with deadline_tick <= now_tick, in
+  // one batch after the wheel is consistent again. Returns how many fired. Timers scheduled by
+  // those callbacks with a deadline at or before `now` fire at the next advance, not this one.
+  // Precondition: not called from inside an expiry callback.
+  std::size_t advance(clock::time_point now);
+
+  // The earliest time at which advance() may have work: exact when the earliest timer sits at
+  // level 0, otherwise the start of the slot that holds it (where it moves down a level).
+  // Never later than the earliest deadline. nullopt when empty. O(levels).
+  std::optional<clock::time_point> next_deadline() const noexcept;
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  clock::duration tick() const noexcept { return scale_.tick(); }
+  const tick_scale& scale() const noexcept { return scale_; }
+  // The wheel's time: the last tick advanced to.
+  clock::time_point now() const noexcept { return scale_.time_of(elapsed_); }
+
+ private:
+  static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;
+  static constexpr std::uint16_t overdue_slot = wheel_slots;  // deadlines <= elapsed_
+
+  struct slot {
+    std::vector<timer_node*> entries;  // live nodes and tombstones (nullptr)
+    std::uint32_t live = 0;            // non-null entries; bitmap bit set iff live > 0
+  };
+  struct expiration {
+    unsigned level;
+    unsigned slot;
+    tick_t tick;  // first tick of the slot
+  };
+
+  void insert(timer_node& n, tick_t t) {
+    n.tick_ = t;
+    std::uint16_t id = overdue_slot;
+    if (t > elapsed_) {
+      const unsigned level = detail::level_for(elapsed_, t);
+      const unsigned s = detail::slot_for(t, level);
+      id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
+      occupied_[level] |= std::uint64_t{1} << s;
+    }
+    slot& sl = slots_[id];
+    n.state_ = timer_node::state::queued;
+    n.slot_ = id;
+    n.pos_ = static_cast<std::uint32_t>(sl.entries.size());
+    sl.entries.push_back(&n);
+    ++sl.live;
+  }
+
+  void unlink(timer_node& n) noexcept {
+    slot& sl = slots_[n.slot_];
+    assert(n.pos_ < sl.entries.size() && sl.entries[n.pos_] == &n);
+    n.state_ = timer_node::state::idle;
+    if (--sl.live == 0) {
+      sl.entries.clear();
+      if (n.slot_ != overdue_slot)
+        occupied_[n.slot_ / detail::slots_per_level] &=
+            ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
+      return;
+    }
+    sl.entries[n.pos_] = nullptr;
+    if (n.pos_ + 1 == sl.entries.size()) {
+      while (sl.entries.back() == nullptr) sl.entries.pop_back();
+    } else if (sl.live * 4 <= sl.entries.size() && sl.entries.size() >= 64) {
+      compact(sl);
+    }
+  }
+
+  static void compact(slot& sl) noexcept;
+  std::optional<expiration> next_expiration() const noexcept;
+  void process(const expiration& e, tick_t now);
+
+  tick_scale scale_;
+  tick_t elapsed_;
+  std::size_t size_ = 0;
+  bool advancing_ = false;
+  std::array<std::uint64_t, detail::level_count> occupied_{};
+  std::array<slot, wheel_slots + 1> slots_;
+  std::vector<timer_node*> scratch_;  // the slot being processed, detached
+  detail::expiry_batch batch_;
+};
+
+}  // namespace cogwheel::timer

@@ -1,0 +1,100 @@
+#include <cogwheel/timer/wheel.hpp>
+
+#include <bit>
+#include <utility>
+
+namespace cogwheel::timer {
+
+using detail::level_count;
+using detail::slots_per_level;
+
+timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
+    : scale_(tick), elapsed_(scale_.now_tick(start)) {}
+
+timer_wheel::~timer_wheel() {
+  for (slot& sl : slots_)
+    for (timer_node* n : sl.entries)
+      if (n != nullptr) n->state_ = timer_node::state::idle;
+}
+
+void timer_wheel::compact(slot& sl) noexcept {
+  std::uint32_t w = 0;
+  for (timer_node* n : sl.entries) {
+    if (n == nullptr) continue;
+    n->pos_ = w;
+    sl.entries[w++] = n;
+  }
+  sl.entries.resize(w);
+}
+
+std::optional<timer_wheel::expiration> timer_wheel::next_expiration() const noexcept {
+  // The lowest occupied level holds the earliest slot: every slot of level L starts after the
+  // span of level L-1 that contains elapsed_. Within a level, occupied slots are never before
+  // elapsed_'s own slot (invariant kept by advance), so the first set bit from there wins.
+  for (unsigned level = 0; level < level_count; ++level) {
+    const std::uint64_t occupied = occupied_[level];
+    if (occupied == 0) continue;
+    const unsigned here = detail::slot_for(elapsed_, level);
+    const std::uint64_t ahead = occupied & (~std::uint64_t{0} << here);
+    assert(ahead == occupied && "a slot behind the wheel's time is occupied");
+    const unsigned s = static_cast<unsigned>(std::countr_zero(ahead));
+    return expiration{level, s, detail::level_start(elapsed_, level) + s * detail::slot_span(level)};
+  }
+  return std::nullopt;
+}
+
+std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
+  if (slots_[overdue_slot].live > 0) return scale_.time_of(elapsed_);
+  if (auto e = next_expiration()) return scale_.time_of(e->tick);
+  return std::nullopt;
+}
+
+void timer_wheel::process(const expiration& e, tick_t now) {
+  // Detach the slot first: re-filed nodes go to other slots (a node in [slot start, slot end)
+  // lands on a lower level; one pushed later lands on a later slot), never back into this one.
+  slot& sl = slots_[e.level * slots_per_level + e.slot];
+  occupied_[e.level] &= ~(std::uint64_t{1} << e.slot);
+  sl.live = 0;
+  scratch_.swap(sl.entries);
+  elapsed_ = e.tick;
+  const std::size_t count = scratch_.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i + 8 < count && scratch_[i + 8] != nullptr) __builtin_prefetch(scratch_[i + 8], 1);
+    timer_node* n = scratch_[i];
+    if (n == nullptr) continue;
+    if (n->tick_ <= now) {
+      --size_;
+      batch_.add(*n);
+    } else {
+      insert(*n, n->tick_);
+    }
+  }
+  scratch_.clear();
+}
+
+std::size_t timer_wheel::advance(clock::time_point now_tp) {
+  assert(!advancing_ && "advance() called from an expiry callback");
+  const tick_t now = scale_.now_tick(now_tp);
+  if (now < elapsed_) return 0;
+  advancing_ = true;
+
+  slot& overdue = slots_[overdue_slot];
+  if (overdue.live > 0) {
+    for (timer_node* n : overdue.entries)
+      if (n != nullptr) batch_.add(*n);
+    size_ -= overdue.live;
+    overdue.live = 0;
+    overdue.entries.clear();
+  }
+  while (auto e = next_expiration()) {
+    if (e->tick > now) break;
+    process(*e, now);
+  }
+  elapsed_ = now;
+
+  const std::size_t fired = batch_.fire_all();
+  advancing_ = false;
+  return fired;
+}
+
+}  // namespace cogwheel::timer
