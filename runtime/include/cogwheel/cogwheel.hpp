@@ -1,0 +1,13 @@
+// The whole public API of cogwheel in one include.
+#pragma once
+
+#include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/operation.hpp>
+#include <cogwheel/runtime/options.hpp>
+#include <cogwheel/runtime/result.hpp>
+#include <cogwheel/runtime/runtime.hpp>
+#include <cogwheel/runtime/sleep.hpp>
+#include <cogwheel/runtime/spawn.hpp>
+#include <cogwheel/runtime/task.hpp>
+#include <cogwheel/runtime/timeout.hpp>
+#include <cogwheel/timer/queue.hpp>

@@ -1,0 +1,81 @@
+// The plumbing every awaitable of cogwheel shares: who to resume when an operation finishes
+// (continuation), and how a request to stop reaches the operation a task is suspended on
+// (stop_source, cancel_hook).
+//
+// Threading: all of it belongs to one core's loop thread.
+#pragma once
+
+#include <coroutine>
+
+namespace cogwheel::detail {
+
+// Who runs when an operation completes: a coroutine, or a callback that decides (the
+// with_timeout and when_all awaiters, which are not coroutines). complete() returns the
+// coroutine to run next, for symmetric transfer or resume().
+class continuation {
+ public:
+  using callback = std::coroutine_handle<> (*)(void* ctx) noexcept;
+
+  continuation() noexcept = default;
+  continuation(std::coroutine_handle<> h) noexcept : handle_(h) {}  // NOLINT: implicit
+  continuation(callback fn, void* ctx) noexcept : fn_(fn), ctx_(ctx) {}
+
+  explicit operator bool() const noexcept { return fn_ != nullptr || handle_; }
+
+  std::coroutine_handle<> complete() const noexcept {
+    if (fn_ != nullptr) return fn_(ctx_);
+    return handle_ ? handle_ : std::noop_coroutine();
+  }
+
+ private:
+  std::coroutine_handle<> handle_;
+  callback fn_ = nullptr;
+  void* ctx_ = nullptr;
+};
+
+// What an operation registers while a task is suspended on it, so a stop request can reach it.
+struct cancel_hook {
+  void (*on_cancel)(cancel_hook&) noexcept = nullptr;
+};
+
+// A task chain's stop state. Single-threaded; lives in whoever started the chain (a
+// with_timeout or when_all awaiter, or nothing: a chain without a source cannot be stopped).
+//
+// Invariant: at most one hook is registered at a time: a task chain is suspended on one
+// operation (composites like when_all register themselves and give each child its own source).
+class stop_source {
+ public:
+  bool stop_requested() const noexcept { return requested_; }
+
+  // Asks the chain to stop: the registered operation, if any, is cancelled now; every later
+  // cancellable operation of the chain completes with errc::operation_canceled at once.
+  void request_stop() noexcept {
+    if (requested_) return;
+    requested_ = true;
+    if (cancel_hook* h = hook_) {
+      hook_ = nullptr;
+      h->on_cancel(*h);
+    }
+  }
+
+  void attach(cancel_hook& h) noexcept { hook_ = &h; }
+  void detach(cancel_hook& h) noexcept {
+    if (hook_ == &h) hook_ = nullptr;
+  }
+
+ private:
+  bool requested_ = false;
+  cancel_hook* hook_ = nullptr;
+};
+
+// The stop source of the coroutine behind a handle, if its promise carries one (cogwheel's
+// task does; foreign coroutine types do not and are simply not cancellable).
+template <class Promise>
+stop_source* stop_source_of(std::coroutine_handle<Promise> h) noexcept {
+  if constexpr (requires(Promise& p) { { p.stop() } -> std::same_as<stop_source*>; })
+    return h.promise().stop();
+  else
+    return nullptr;
+}
+
+}  // namespace cogwheel::detail

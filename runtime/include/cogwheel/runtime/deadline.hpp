@@ -1,0 +1,95 @@
+// deadline: a point in time that can be moved cheaply, e.g. a connection's idle deadline that
+// every received message pushes forward. It owns one timer in its core's queue, scheduled once;
+// reset() moves it in O(1) (a later expiry is applied lazily by the wheel: the node stays put
+// and is re-filed when its old slot comes due), so a message costs no list or heap surgery.
+//
+// with_deadline(op, d) makes `op` the deadline's waiter: when the timer fires while an
+// operation waits on it, that operation is cancelled and completes with errc::timed_out.
+//
+// A deadline belongs to the core that created it: construct, reset and destroy it there.
+#pragma once
+
+#include <cstdint>
+
+#include <cogwheel/runtime/detail/event_loop.hpp>
+#include <cogwheel/runtime/sleep.hpp>
+#include <cogwheel/timer/node.hpp>
+
+namespace cogwheel {
+
+namespace detail {
+// What a deadline tells the operation waiting on it.
+struct deadline_waiter {
+  void (*on_deadline)(deadline_waiter&) noexcept = nullptr;
+};
+}  // namespace detail
+
+class deadline : private timer::timer_node {
+ public:
+  // Expires from_now after the current time. Precondition: called on a cogwheel loop thread.
+  explicit deadline(clock::duration from_now);
+  deadline(const deadline&) = delete;
+  deadline& operator=(const deadline&) = delete;
+  ~deadline();
+
+  // Moves the expiry to from_now after the current time, later or earlier. O(1) on the wheel.
+  // A deadline that had expired becomes pending again.
+  void reset(clock::duration from_now);
+  void reset_to(clock::time_point expiry);
+
+  clock::time_point expiry() const noexcept { return expiry_; }
+  // True once the expiry has passed: its timer fired, or the current time is past it.
+  bool expired() const noexcept;
+
+  // For with_deadline: at most one waiter at a time.
+  void attach(detail::deadline_waiter& w) noexcept { waiter_ = &w; }
+  void detach(detail::deadline_waiter& w) noexcept {
+    if (waiter_ == &w) waiter_ = nullptr;
+  }
+
+ private:
+  static void on_expire(timer::timer_node& n) noexcept;
+
+  detail::event_loop* loop_;
+  clock::time_point expiry_;
+  bool fired_ = false;
+  detail::deadline_waiter* waiter_ = nullptr;
+};
+
+// Periodic ticks on a fixed grid (start + k * period), so they never drift. If the loop was
+// busy and ticks were missed, next() completes at once for the latest missed grid point and the
+// following tick is the next grid point after now: missed ticks are skipped, not replayed in a
+// burst; missed_ticks() counts them.
+class interval {
+ public:
+  // The first tick is one period from now. Precondition: period > 0.
+  explicit interval(clock::duration period);
+
+  class tick_operation : public detail::operation_base<tick_operation> {
+   public:
+    tick_operation(interval& owner, clock::time_point at) noexcept : owner_(&owner), sleep_(at) {}
+    std::coroutine_handle<> start(detail::continuation c) { return sleep_.start(c); }
+    void cancel() noexcept { sleep_.cancel(); }
+    void result() noexcept { owner_->advance_grid(); }
+
+   private:
+    interval* owner_;
+    sleep_operation sleep_;
+  };
+
+  // Completes at the next grid point.
+  tick_operation next() noexcept { return tick_operation(*this, next_); }
+
+  clock::duration period() const noexcept { return period_; }
+  clock::time_point next_tick() const noexcept { return next_; }
+  std::uint64_t missed_ticks() const noexcept { return missed_; }
+
+ private:
+  void advance_grid() noexcept;
+
+  clock::duration period_;
+  clock::time_point next_;
+  std::uint64_t missed_ = 0;
+};
+
+}  // namespace cogwheel

@@ -1,0 +1,189 @@
+// event_loop: one core's loop: an io_uring ring, a timer queue (wheel or heap) and a ready
+// queue, all owned by one thread. One iteration (run_once):
+//
+//   now = clock read, once             (or the virtual time of a paused clock)
+//   timers.advance(now)                expired sleepers resume in one batch
+//   resume up to ready_budget coroutines from the ready queue
+//   submit queued SQEs and wait in ONE call, bounded by the next deadline (zero when work is
+//   ready), then reap every available completion in one pass
+//
+// Idle means asleep in io_uring_enter until a completion or the next deadline: no tick.
+//
+// Threading: everything here belongs to the loop's thread except post_remote() and
+// request_stop(), which any thread may call.
+#pragma once
+
+#include <liburing.h>
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include <cogwheel/runtime/detail/ready_queue.hpp>
+#include <cogwheel/runtime/options.hpp>
+#include <cogwheel/timer/queue.hpp>
+
+namespace cogwheel::detail {
+
+// Base of everything that owns an in-flight SQE: its address is the SQE's user_data, and the
+// loop calls on_cqe for each of its completions. Owners outlive their final completion (their
+// destructors cancel and wait for it, see event_loop::cancel_and_wait).
+struct io_completion {
+  void (*on_cqe)(io_completion&, int res, unsigned flags) noexcept = nullptr;
+};
+
+// Counters for metrics and tests.
+struct loop_stats {
+  std::uint64_t iterations = 0;
+  std::uint64_t waits = 0;           // iterations that blocked (or would have) in the kernel
+  std::uint64_t completions = 0;     // CQEs dispatched
+  std::uint64_t timers_fired = 0;
+  std::uint64_t sq_full_flushes = 0;  // get_sqe found the SQ full and submitted to make room
+  std::uint64_t cq_overflows = 0;     // reaps that found the kernel holding overflowed CQEs
+  std::uint64_t clock_jumps = 0;      // paused clock: jumps to the next deadline
+  std::uint64_t spawn_failures = 0;   // spawned tasks that ended with an exception
+};
+
+class event_loop {
+ public:
+  // Sets up the ring; throws std::system_error naming the cause and the remedy when io_uring is
+  // unavailable (seccomp, kernel.io_uring_disabled, old kernel, memlock limit).
+  event_loop(const runtime_options& options, unsigned core);
+  event_loop(const event_loop&) = delete;
+  event_loop& operator=(const event_loop&) = delete;
+  // Calls shutdown() if it has not run; then releases the ring.
+  ~event_loop();
+  // On the loop's thread, once: destroys the spawned coroutines still suspended, withdraws the
+  // wake-up read and detaches the loop from the thread. Cross-thread wake-ups stay harmless
+  // until destruction.
+  void shutdown() noexcept;
+
+  // The loop of the calling thread; nullptr when the thread runs none.
+  static event_loop* current() noexcept { return current_; }
+
+  unsigned core() const noexcept { return core_; }
+  // The loops of the same runtime, indexed by core (just this one under run()).
+  void set_peers(const std::atomic<event_loop*>* peers, unsigned count) noexcept {
+    peers_ = peers;
+    peer_count_ = count;
+  }
+  event_loop* peer(unsigned core) noexcept {
+    if (peers_ == nullptr) return core == core_ ? this : nullptr;
+    return core < peer_count_ ? peers_[core].load(std::memory_order_acquire) : nullptr;
+  }
+  unsigned peer_count() const noexcept { return peers_ == nullptr ? 1 : peer_count_; }
+  // The timestamp of this iteration (the one clock read).
+  clock::time_point now() const noexcept { return now_; }
+  timer::timer_queue& timers() noexcept { return timers_; }
+  const loop_stats& stats() const noexcept { return stats_; }
+  bool paused_clock() const noexcept { return paused_; }
+
+  // A free SQE; never null: when the SQ is full it submits what is queued and retries (the
+  // completions that frees stay in the kernel's CQ, or are set aside if the kernel refuses with
+  // EBUSY, and are dispatched at the next reap). Nothing is dropped.
+  io_uring_sqe* get_sqe();
+  // Prepares an SQE owned by `op` (its user_data is &op).
+  io_uring_sqe* get_sqe(io_completion& op) {
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_sqe_set_data(sqe, &op);
+    return sqe;
+  }
+  // Asks the kernel to cancel op's SQE and blocks until op's final completion has been
+  // dispatched to op (other completions are set aside for the next reap). For destructors of
+  // awaiters whose coroutine frame is going away with the buffers the kernel may touch.
+  void cancel_and_wait(io_completion& op, bool& in_flight);
+  // Asks the kernel to cancel op's SQE; op's completion arrives later as usual.
+  void cancel_async(io_completion& op);
+
+  // Queues h to resume in a coming iteration; `node` lives in the waiter (no allocation).
+  void post(ready_node& node, std::coroutine_handle<> h) noexcept { ready_.push(node, h); }
+
+  // Runs iterations until `done` holds or a stop is requested.
+  template <class Done>
+  void run_until(Done&& done) {
+    while (!done() && !stop_requested_) run_once();
+  }
+  void run_once();
+  // Makes the coming wait a poll, so run_until's condition is checked again before the loop
+  // sleeps (whoever completes what the condition watches calls it).
+  void nudge() noexcept { nudged_ = true; }
+
+  // Thread-safe: runs fn on this loop's thread during a coming iteration.
+  void post_remote(std::function<void()> fn);
+  // Thread-safe: makes run_until return after the current iteration.
+  void request_stop();
+  bool stop_requested() const noexcept { return stop_requested_; }
+
+  // Spawned (detached) coroutines, destroyed at shutdown if still suspended.
+  struct spawned_link {
+    spawned_link* prev = nullptr;
+    spawned_link* next = nullptr;
+    std::coroutine_handle<> frame;
+  };
+  void link_spawned(spawned_link& l) noexcept;
+  void unlink_spawned(spawned_link& l) noexcept;
+  bool has_spawned() const noexcept { return spawned_.next != &spawned_; }
+  spawned_link* last_spawned() noexcept { return spawned_.prev; }
+  void note_spawn_failure() noexcept { ++stats_.spawn_failures; }
+  // Destroys every spawned coroutine that is still suspended (their awaiters cancel their
+  // timers and operations), then drops the ready queue.
+  void destroy_spawned() noexcept;
+
+ private:
+  struct cqe_copy {
+    std::uint64_t user_data;
+    int res;
+    unsigned flags;
+  };
+  struct wake_op : io_completion {
+    event_loop* loop = nullptr;
+    std::uint64_t value = 0;
+    bool in_flight = false;
+  };
+
+  clock::time_point read_clock() const noexcept;
+  void run_ready();
+  void wait_and_reap();
+  // Moves every CQE the ring holds into `out` (flushing kernel-side overflow), consuming them.
+  void drain_cq(std::vector<cqe_copy>& out);
+  void dispatch(const cqe_copy& c) noexcept;
+  void arm_wake();
+  static void on_wake(io_completion& op, int res, unsigned flags) noexcept;
+  void drain_inbox();
+
+  static thread_local event_loop* current_;
+
+  unsigned core_;
+  const std::atomic<event_loop*>* peers_ = nullptr;
+  unsigned peer_count_ = 0;
+  bool paused_;
+  unsigned ready_budget_;
+  io_uring ring_{};
+  timer::timer_queue timers_;
+  clock::time_point now_;
+  clock::time_point virtual_now_;  // paused clock only
+  ready_queue ready_;
+  std::vector<cqe_copy> deferred_;  // completions set aside, dispatched first at the next reap
+  std::vector<cqe_copy> reaped_;
+  loop_stats stats_;
+  bool stop_requested_ = false;
+  bool shut_down_ = false;
+  bool nudged_ = false;
+  spawned_link spawned_;
+
+  int wake_fd_ = -1;
+  wake_op wake_;
+  std::mutex inbox_mu_;
+  std::vector<std::function<void()>> inbox_;
+  std::atomic<bool> wake_pending_{false};
+  std::atomic<bool> remote_stop_{false};
+};
+
+// The calling thread's loop; terminates with a message when there is none (a cogwheel
+// awaitable used outside run()/runtime::run() is a programming error).
+event_loop& current_loop() noexcept;
+
+}  // namespace cogwheel::detail

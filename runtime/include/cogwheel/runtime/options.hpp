@@ -1,0 +1,28 @@
+// runtime_options: how a runtime (or run()) sets up each core's loop.
+#pragma once
+
+#include <chrono>
+
+#include <cogwheel/timer/queue.hpp>
+
+namespace cogwheel {
+
+using clock = std::chrono::steady_clock;
+using timer::timer_kind;
+
+struct runtime_options {
+  unsigned cores = 0;                                 // 0: one per online CPU
+  clock::duration tick = std::chrono::milliseconds(1);  // timer resolution (100us works too)
+  timer_kind timers = timer_kind::wheel;              // or timer_kind::heap, for comparison
+  unsigned sq_entries = 1024;                         // submission queue size per core
+  unsigned cq_entries = 0;                            // 0: 4 x sq_entries (the kernel also keeps
+                                                      // overflowed completions; none is lost)
+  unsigned ready_budget = 1024;                       // coroutines resumed from the ready queue
+                                                      // per iteration before I/O and timers run
+  bool paused_clock = false;                          // virtual time: when only timers can make
+                                                      // progress the clock jumps to the next one
+  bool pin_threads = true;                            // runtime: pin core i's thread to CPU i
+  bool stop_on_signals = false;                       // runtime: SIGINT/SIGTERM call stop()
+};
+
+}  // namespace cogwheel

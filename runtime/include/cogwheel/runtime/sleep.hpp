@@ -1,0 +1,79 @@
+// sleep_for, sleep_until and yield. A sleep is a timer_node inside the awaiter, i.e. inside the
+// coroutine frame: registering it in the core's wheel (or heap) allocates nothing.
+#pragma once
+
+#include <coroutine>
+
+#include <cogwheel/runtime/detail/event_loop.hpp>
+#include <cogwheel/runtime/operation.hpp>
+#include <cogwheel/timer/node.hpp>
+
+namespace cogwheel {
+
+namespace detail {
+// now + d without overflow: saturates at time_point::max() / min().
+clock::time_point saturating_add(clock::time_point now, clock::duration d) noexcept;
+// The time a new deadline counts from: clock::now(), or the virtual time of a paused clock.
+clock::time_point current_time() noexcept;
+}  // namespace detail
+
+// Completes when the core's timer queue reaches its deadline (never before; at most one tick
+// after). A deadline in the past completes at the next loop iteration. Cancelling it (a stop
+// request, or with_timeout) completes it at the next iteration.
+class sleep_operation : public detail::operation_base<sleep_operation>, private timer::timer_node {
+ public:
+  explicit sleep_operation(clock::time_point deadline) noexcept
+      : timer_node(&sleep_operation::on_expire), deadline_(deadline) {}
+  sleep_operation(sleep_operation&& o) noexcept
+      : operation_base(std::move(o)), timer_node(&sleep_operation::on_expire), deadline_(o.deadline_) {}
+  ~sleep_operation() {
+    if (loop_ != nullptr) loop_->timers().cancel(*this);
+  }
+
+  clock::time_point deadline() const noexcept { return deadline_; }
+
+  std::coroutine_handle<> start(detail::continuation c) {
+    loop_ = &detail::current_loop();
+    continuation_ = c;
+    loop_->timers().schedule(*this, deadline_);
+    return std::noop_coroutine();
+  }
+  void cancel() noexcept {
+    // Re-file at a past deadline: it completes through the ordinary expiry at the next advance.
+    if (loop_ != nullptr && scheduled()) loop_->timers().reschedule(*this, clock::time_point::min());
+  }
+  void result() const noexcept {}
+
+ private:
+  static void on_expire(timer::timer_node& n) noexcept {
+    auto& self = static_cast<sleep_operation&>(n);
+    self.continuation_.complete().resume();
+  }
+
+  clock::time_point deadline_;
+  detail::event_loop* loop_ = nullptr;
+  detail::continuation continuation_;
+};
+
+// Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that
+// now + d overflows sleeps until time_point::max() (forever, in practice).
+inline sleep_operation sleep_for(clock::duration d) noexcept {
+  return sleep_operation(detail::saturating_add(detail::current_time(), d));
+}
+
+inline sleep_operation sleep_until(clock::time_point t) noexcept { return sleep_operation(t); }
+
+// Lets every other ready coroutine, expired timer and completion run, then resumes.
+class yield_awaiter {
+ public:
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) noexcept { detail::current_loop().post(node_, h); }
+  void await_resume() const noexcept {}
+
+ private:
+  detail::ready_node node_;
+};
+
+inline yield_awaiter yield() noexcept { return {}; }
+
+}  // namespace cogwheel

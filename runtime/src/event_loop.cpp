@@ -1,0 +1,328 @@
+#include <cogwheel/runtime/detail/event_loop.hpp>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+
+namespace cogwheel::detail {
+
+thread_local event_loop* event_loop::current_ = nullptr;
+
+namespace {
+
+std::string setup_failure_message(int err, unsigned entries) {
+  std::string m = "cogwheel: cannot set up io_uring (" + std::string(std::strerror(err)) + "): ";
+  switch (err) {
+    case EPERM:
+      return m +
+             "io_uring is not permitted here. Either the kernel has it disabled "
+             "(sysctl kernel.io_uring_disabled is 2, or 1 and this process is not in "
+             "kernel.io_uring_group), or a seccomp filter blocks io_uring_setup (container "
+             "runtimes' default profiles do). Enable it with 'sysctl -w "
+             "kernel.io_uring_disabled=0' or run with a seccomp profile that allows "
+             "io_uring_setup, io_uring_enter and io_uring_register.";
+    case ENOSYS:
+      return m +
+             "this kernel has no io_uring (or a seccomp filter hides it). cogwheel needs "
+             "Linux 5.19 or later built with CONFIG_IO_URING.";
+    case ENOMEM:
+      return m + "not enough locked memory for a ring of " + std::to_string(entries) +
+             " entries (kernels before 5.12 charge rings to RLIMIT_MEMLOCK). Raise 'ulimit -l' "
+             "or lower runtime_options::sq_entries.";
+    case EMFILE:
+    case ENFILE:
+      return m + "no file descriptor left for the ring. Close descriptors or raise 'ulimit -n'.";
+    default:
+      return m + "the kernel rejected the ring parameters (sq_entries " + std::to_string(entries) +
+             "); use a power of two up to 32768.";
+  }
+}
+
+unsigned round_up_pow2(unsigned v) {
+  unsigned p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+event_loop& current_loop() noexcept {
+  event_loop* loop = event_loop::current();
+  if (loop == nullptr) {
+    std::fputs("cogwheel: an awaitable was used on a thread that runs no cogwheel loop "
+               "(call it from inside cogwheel::run() or runtime::run())\n",
+               stderr);
+    std::abort();
+  }
+  return *loop;
+}
+
+event_loop::event_loop(const runtime_options& options, unsigned core)
+    : core_(core),
+      paused_(options.paused_clock),
+      ready_budget_(options.ready_budget == 0 ? 1 : options.ready_budget),
+      timers_(options.timers, options.tick, clock::now()),
+      now_(clock::now()),
+      virtual_now_(now_) {
+  if (current_ != nullptr)
+    throw std::logic_error("cogwheel: this thread already runs a loop (nested run()?)");
+  spawned_.prev = spawned_.next = &spawned_;
+
+  const unsigned sq = round_up_pow2(options.sq_entries == 0 ? 1 : options.sq_entries);
+  const unsigned cq = options.cq_entries == 0 ? 4 * sq : round_up_pow2(options.cq_entries);
+  // Preferred set-up first (one issuer, task work deferred to our own io_uring_enter: measured
+  // cheaper per completion), then fallbacks for older kernels.
+  const unsigned attempts[] = {
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+      IORING_SETUP_COOP_TASKRUN,
+      0,
+  };
+  int err = 0;
+  for (unsigned flags : attempts) {
+    io_uring_params p{};
+    p.flags = flags | IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+    p.cq_entries = cq;
+    err = io_uring_queue_init_params(sq, &ring_, &p);
+    if (err != -EINVAL) break;
+  }
+  if (err < 0) throw std::system_error(-err, std::system_category(), setup_failure_message(-err, sq));
+
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    const int e = errno;
+    io_uring_queue_exit(&ring_);
+    throw std::system_error(e, std::system_category(), "cogwheel: eventfd for cross-core wake-ups");
+  }
+  wake_.loop = this;
+  wake_.on_cqe = &event_loop::on_wake;
+  current_ = this;
+  arm_wake();
+}
+
+void event_loop::shutdown() noexcept {
+  if (shut_down_) return;
+  destroy_spawned();
+  shut_down_ = true;  // from here on the wake-up read is not re-armed
+  if (wake_.in_flight) cancel_and_wait(wake_, wake_.in_flight);
+  if (current_ == this) current_ = nullptr;
+}
+
+event_loop::~event_loop() {
+  shutdown();
+  ::close(wake_fd_);
+  io_uring_queue_exit(&ring_);
+}
+
+clock::time_point event_loop::read_clock() const noexcept {
+  return paused_ ? virtual_now_ : clock::now();
+}
+
+io_uring_sqe* event_loop::get_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {
+    ++stats_.sq_full_flushes;
+    const int r = io_uring_submit(&ring_);
+    if (r == -EBUSY || r == -EAGAIN) {
+      // The kernel holds completions we have not consumed: set them aside, then retry.
+      io_uring_get_events(&ring_);
+      drain_cq(deferred_);
+    } else if (r < 0 && r != -EINTR) {
+      std::fprintf(stderr, "cogwheel: io_uring_submit failed: %s\n", std::strerror(-r));
+      std::abort();
+    }
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  return sqe;
+}
+
+void event_loop::cancel_async(io_completion& op) {
+  io_uring_sqe* sqe = get_sqe();
+  io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(&op), 0);
+  io_uring_sqe_set_data64(sqe, 0);  // its own outcome does not matter: op's completion does
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+}
+
+void event_loop::cancel_and_wait(io_completion& op, bool& in_flight) {
+  const auto id = reinterpret_cast<std::uint64_t>(&op);
+  // Completions of op already taken from the ring but not yet dispatched go to it first.
+  for (std::vector<cqe_copy>* v : {&reaped_, &deferred_}) {
+    for (cqe_copy& c : *v) {
+      if (c.user_data != id) continue;
+      const cqe_copy copy = c;
+      c.user_data = 0;
+      dispatch(copy);
+    }
+  }
+  if (!in_flight) return;
+  cancel_async(op);
+  std::vector<cqe_copy> got;
+  while (in_flight) {
+    const int r = io_uring_submit_and_wait(&ring_, 1);
+    if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY) {
+      std::fprintf(stderr, "cogwheel: waiting for a cancelled operation failed: %s\n", std::strerror(-r));
+      std::abort();
+    }
+    got.clear();
+    drain_cq(got);
+    for (const cqe_copy& c : got) {
+      if (c.user_data == id)
+        dispatch(c);
+      else
+        deferred_.push_back(c);
+    }
+  }
+}
+
+void event_loop::drain_cq(std::vector<cqe_copy>& out) {
+  for (;;) {
+    io_uring_cqe* cqes[64];
+    const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
+    for (unsigned i = 0; i < n; ++i) out.push_back(cqe_copy{cqes[i]->user_data, cqes[i]->res, cqes[i]->flags});
+    io_uring_cq_advance(&ring_, n);
+    if (n > 0) continue;
+    if (!io_uring_cq_has_overflow(&ring_)) return;
+    ++stats_.cq_overflows;  // the kernel kept completions the CQ had no room for: fetch them
+    io_uring_get_events(&ring_);
+  }
+}
+
+void event_loop::dispatch(const cqe_copy& c) noexcept {
+  if (c.user_data == 0) return;
+  ++stats_.completions;
+  auto* op = reinterpret_cast<io_completion*>(c.user_data);
+  op->on_cqe(*op, c.res, c.flags);
+}
+
+void event_loop::run_once() {
+  now_ = read_clock();
+  ++stats_.iterations;
+  stats_.timers_fired += timers_.advance(now_);
+  run_ready();
+  wait_and_reap();
+}
+
+void event_loop::run_ready() {
+  // Bounded: a coroutine that keeps re-posting itself runs once per iteration, so it starves
+  // neither timers nor I/O.
+  std::size_t n = ready_.size() < ready_budget_ ? ready_.size() : ready_budget_;
+  while (n-- > 0) ready_.pop().resume();
+}
+
+void event_loop::wait_and_reap() {
+  __kernel_timespec ts{};  // zero: poll
+  __kernel_timespec* timeout = &ts;
+  bool jump = false;
+  std::optional<clock::time_point> next;
+  const bool nudged = std::exchange(nudged_, false);
+  if (ready_.empty() && deferred_.empty() && !stop_requested_ && !nudged) {
+    next = timers_.next_deadline();
+    if (!next) {
+      timeout = nullptr;  // nothing due ever: sleep until a completion
+    } else if (*next > now_) {
+      if (paused_) {
+        jump = true;  // poll I/O once; if nothing completes, only the timers can move on
+      } else {
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(*next - now_).count();
+        ts.tv_sec = ns / 1'000'000'000;
+        ts.tv_nsec = ns % 1'000'000'000;
+      }
+    }
+  }
+  if (timeout != &ts || ts.tv_sec != 0 || ts.tv_nsec != 0) ++stats_.waits;
+  io_uring_cqe* cqe = nullptr;
+  const int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout, nullptr);
+  if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY && r != -EAGAIN) {
+    std::fprintf(stderr, "cogwheel: io_uring_enter failed: %s\n", std::strerror(-r));
+    std::abort();
+  }
+
+  drain_cq(deferred_);  // after anything set aside earlier, in arrival order
+  reaped_.swap(deferred_);
+  const bool any = !reaped_.empty();
+  for (std::size_t i = 0; i < reaped_.size(); ++i) {
+    const cqe_copy c = reaped_[i];  // cancel_and_wait may zero later entries meanwhile
+    dispatch(c);
+  }
+  reaped_.clear();
+  if (jump && !any && ready_.empty()) {
+    virtual_now_ = *next;
+    ++stats_.clock_jumps;
+  }
+}
+
+void event_loop::arm_wake() {
+  io_uring_sqe* sqe = get_sqe(wake_);
+  io_uring_prep_read(sqe, wake_fd_, &wake_.value, sizeof wake_.value, 0);
+  wake_.in_flight = true;
+}
+
+void event_loop::on_wake(io_completion& op, int /*res*/, unsigned /*flags*/) noexcept {
+  auto& w = static_cast<wake_op&>(op);
+  w.in_flight = false;
+  event_loop& loop = *w.loop;
+  loop.wake_pending_.store(false);  // before draining: a message posted meanwhile wakes again
+  loop.drain_inbox();
+  if (loop.remote_stop_.load()) loop.stop_requested_ = true;
+  if (!loop.shut_down_) loop.arm_wake();
+}
+
+void event_loop::drain_inbox() {
+  std::vector<std::function<void()>> batch;
+  {
+    std::lock_guard lock(inbox_mu_);
+    batch.swap(inbox_);
+  }
+  for (auto& fn : batch) fn();
+}
+
+void event_loop::post_remote(std::function<void()> fn) {
+  {
+    std::lock_guard lock(inbox_mu_);
+    inbox_.push_back(std::move(fn));
+  }
+  if (!wake_pending_.exchange(true)) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void event_loop::request_stop() {
+  if (current_ == this) {
+    stop_requested_ = true;
+    return;
+  }
+  remote_stop_.store(true);
+  const std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void event_loop::link_spawned(spawned_link& l) noexcept {
+  l.prev = spawned_.prev;
+  l.next = &spawned_;
+  spawned_.prev->next = &l;
+  spawned_.prev = &l;
+}
+
+void event_loop::unlink_spawned(spawned_link& l) noexcept {
+  l.prev->next = l.next;
+  l.next->prev = l.prev;
+  l.prev = l.next = &l;
+  nudged_ = true;  // run_until may be waiting for the last spawned task to finish
+}
+
+void event_loop::destroy_spawned() noexcept {
+  // Destroying a frame unlinks it (the promise's destructor), and may destroy children whose
+  // awaiters cancel timers and wait for in-flight operations.
+  while (has_spawned()) spawned_.next->frame.destroy();
+  while (!ready_.empty()) ready_.pop();
+}
+
+}  // namespace cogwheel::detail

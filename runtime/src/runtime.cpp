@@ -1,0 +1,155 @@
+#include <cogwheel/runtime/runtime.hpp>
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <latch>
+#include <thread>
+
+namespace cogwheel {
+
+namespace {
+
+std::atomic<runtime*> signal_target{nullptr};
+
+extern "C" void on_stop_signal(int) {
+  if (runtime* rt = signal_target.load()) rt->stop();
+}
+
+void pin_to_cpu(unsigned core) {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus <= 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core % static_cast<unsigned>(cpus), &set);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);  // best effort
+}
+
+}  // namespace
+
+namespace detail {
+void abort_bad_core(unsigned core) noexcept {
+  std::fprintf(stderr, "cogwheel: submit_to(%u): no such core in this runtime\n", core);
+  std::abort();
+}
+}  // namespace detail
+
+unsigned this_core() noexcept { return detail::current_loop().core(); }
+
+runtime::runtime(runtime_options options) : options_(options) {
+  cores_ = options_.cores;
+  if (cores_ == 0) {
+    const unsigned hw = std::thread::hardware_concurrency();
+    cores_ = hw == 0 ? 1 : hw;
+  }
+}
+
+runtime::~runtime() {
+  runtime* self = this;
+  signal_target.compare_exchange_strong(self, nullptr);
+}
+
+void runtime::stop() noexcept {
+  stopping_.store(true);
+  if (!loops_) return;
+  for (unsigned i = 0; i < cores_; ++i)
+    if (detail::event_loop* loop = loops_[i].load()) loop->request_stop();
+}
+
+void runtime::fail(std::exception_ptr e) noexcept {
+  {
+    std::lock_guard lock(error_mu_);
+    if (!error_) error_ = e;
+  }
+  stop();
+}
+
+void runtime::core_finished() noexcept {
+  if (running_.fetch_sub(1) == 1) stop();
+}
+
+void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
+  loops_ = std::make_unique<std::atomic<detail::event_loop*>[]>(cores_);
+  std::vector<std::unique_ptr<detail::event_loop>> owned(cores_);
+  running_.store(cores_);
+  stopping_.store(false);
+  error_ = nullptr;
+  if (options_.stop_on_signals) {
+    signal_target.store(this);
+    struct sigaction sa {};
+    sa.sa_handler = &on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+  }
+
+  std::latch ready(cores_);     // every loop exists (or failed) before any main task starts
+  std::vector<std::thread> threads;
+  threads.reserve(cores_);
+  for (unsigned core = 0; core < cores_; ++core) {
+    threads.emplace_back([this, core, &per_core_main, &ready, &owned] {
+      if (options_.pin_threads) pin_to_cpu(core);
+      detail::event_loop* loop = nullptr;
+      try {
+        owned[core] = std::make_unique<detail::event_loop>(options_, core);
+        loop = owned[core].get();
+        loop->set_peers(loops_.get(), cores_);
+        loops_[core].store(loop);
+      } catch (...) {
+        fail(std::current_exception());
+      }
+      ready.arrive_and_wait();
+      if (loop && !stopping_.load()) {
+        try {
+          core_main(core, per_core_main);
+        } catch (...) {
+          fail(std::current_exception());
+        }
+      } else {
+        core_finished();
+      }
+      // Frames are destroyed on their own thread; the loops themselves only after every thread
+      // is done, so a late post_remote or stop() never meets a destroyed loop.
+      if (loop != nullptr) loop->shutdown();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (options_.stop_on_signals) {
+    runtime* self = this;
+    signal_target.compare_exchange_strong(self, nullptr);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+  }
+  for (unsigned i = 0; i < cores_; ++i) loops_[i].store(nullptr);
+  owned.clear();
+  if (error_) std::rethrow_exception(error_);
+}
+
+void runtime::core_main(unsigned core, const std::function<task<void>(unsigned)>& per_core_main) {
+  detail::event_loop& loop = *loops_[core].load();
+  task<void> main = per_core_main(core);
+  bool done = false;
+  bool counted = false;
+  auto finished = [](void* flag) noexcept -> std::coroutine_handle<> {
+    *static_cast<bool*>(flag) = true;
+    detail::current_loop().nudge();
+    return std::noop_coroutine();
+  };
+  main.start(detail::continuation(finished, &done), nullptr).resume();
+  loop.run_until([&] {
+    if (!counted && done && !loop.has_spawned()) {
+      counted = true;
+      core_finished();
+    }
+    return false;  // keep serving other cores until the runtime stops
+  });
+  if (!counted) core_finished();
+  loop.destroy_spawned();
+  if (done) main.take();  // rethrows the main task's exception
+}
+
+}  // namespace cogwheel
