@@ -8,6 +8,8 @@
 #include <cogwheel/runtime/runtime.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/spawn.hpp>
+#include <cogwheel/runtime/stop.hpp>
 #include <cogwheel/runtime/task.hpp>
 #include <cogwheel/runtime/timeout.hpp>
+#include <cogwheel/runtime/when_all.hpp>
 #include <cogwheel/timer/queue.hpp>

@@ -1,0 +1,161 @@
+// when_all: runs tasks concurrently on the current core and completes when all have finished.
+// Results come back in argument order (std::monostate for task<void>). If any task throws, the
+// first exception (in argument order) is rethrown after all have finished. A stop request
+// (a timeout above it) is passed on to every task.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/task.hpp>
+
+namespace cogwheel {
+
+namespace detail {
+
+template <class T>
+using when_all_value_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+// Counts finished children; the awaiter itself holds one count while it starts them, so the
+// parent is never resumed from inside its own await_suspend.
+class when_all_latch : private cancel_hook {
+ public:
+  explicit when_all_latch(std::size_t children) noexcept : pending_(children + 1) {}
+
+  continuation child_continuation() noexcept { return continuation(&when_all_latch::on_child_done, this); }
+  stop_source* child_stop() noexcept { return &children_stop_; }
+
+  // Call after starting every child. Returns whether the parent must stay suspended.
+  template <class Promise>
+  bool arm(std::coroutine_handle<Promise> parent) noexcept {
+    parent_ = parent;
+    parent_stop_ = stop_source_of(parent);
+    if (--pending_ == 0) return false;
+    if (parent_stop_ != nullptr) {
+      if (parent_stop_->stop_requested()) children_stop_.request_stop();
+      on_cancel = &when_all_latch::on_parent_stop;
+      parent_stop_->attach(*this);
+    }
+    return true;
+  }
+  ~when_all_latch() {
+    if (parent_stop_ != nullptr) parent_stop_->detach(*this);
+  }
+
+ private:
+  static std::coroutine_handle<> on_child_done(void* p) noexcept {
+    auto& self = *static_cast<when_all_latch*>(p);
+    if (--self.pending_ != 0) return std::noop_coroutine();
+    if (self.parent_stop_ != nullptr) {
+      self.parent_stop_->detach(self);
+      self.parent_stop_ = nullptr;
+    }
+    return self.parent_;
+  }
+  static void on_parent_stop(cancel_hook& h) noexcept {
+    static_cast<when_all_latch&>(h).children_stop_.request_stop();
+  }
+
+  std::size_t pending_;
+  std::coroutine_handle<> parent_;
+  stop_source* parent_stop_ = nullptr;
+  stop_source children_stop_;
+};
+
+template <class... Ts>
+class when_all_awaiter {
+ public:
+  explicit when_all_awaiter(task<Ts>... tasks) noexcept : tasks_(std::move(tasks)...), latch_(sizeof...(Ts)) {}
+
+  bool await_ready() const noexcept { return sizeof...(Ts) == 0; }
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> parent) {
+    std::apply([&](auto&... t) { (t.start(latch_.child_continuation(), latch_.child_stop()).resume(), ...); }, tasks_);
+    return latch_.arm(parent);
+  }
+  std::tuple<when_all_value_t<Ts>...> await_resume() {
+    std::exception_ptr first;
+    auto take = [&]<class T>(task<T>& t) -> when_all_value_t<T> {
+      try {
+        if constexpr (std::is_void_v<T>) {
+          t.take();
+          return {};
+        } else {
+          return t.take();
+        }
+      } catch (...) {
+        if (!first) first = std::current_exception();
+        return when_all_value_t<T>{};
+      }
+    };
+    auto values = std::apply([&](auto&... t) { return std::tuple<when_all_value_t<Ts>...>{take(t)...}; }, tasks_);
+    if (first) std::rethrow_exception(first);
+    return values;
+  }
+
+ private:
+  std::tuple<task<Ts>...> tasks_;
+  when_all_latch latch_;
+};
+
+template <class T>
+class when_all_range_awaiter {
+ public:
+  explicit when_all_range_awaiter(std::vector<task<T>> tasks)
+      : tasks_(std::move(tasks)), latch_(std::make_unique<when_all_latch>(tasks_.size())) {}
+
+  bool await_ready() const noexcept { return tasks_.empty(); }
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> parent) {
+    for (task<T>& t : tasks_) t.start(latch_->child_continuation(), latch_->child_stop()).resume();
+    return latch_->arm(parent);
+  }
+  std::vector<when_all_value_t<T>> await_resume() {
+    std::vector<when_all_value_t<T>> values;
+    values.reserve(tasks_.size());
+    std::exception_ptr first;
+    for (task<T>& t : tasks_) {
+      try {
+        if constexpr (std::is_void_v<T>) {
+          t.take();
+          values.emplace_back();
+        } else {
+          values.push_back(t.take());
+        }
+      } catch (...) {
+        if (!first) first = std::current_exception();
+        values.emplace_back();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+    return values;
+  }
+
+ private:
+  std::vector<task<T>> tasks_;
+  std::unique_ptr<when_all_latch> latch_;
+};
+
+}  // namespace detail
+
+// co_await when_all(a(), b(), c()) -> std::tuple of their values.
+template <class... Ts>
+[[nodiscard]] auto when_all(task<Ts>... tasks) {
+  return detail::when_all_awaiter<Ts...>(std::move(tasks)...);
+}
+
+// co_await when_all(std::move(vector_of_tasks)) -> std::vector of their values.
+template <class T>
+[[nodiscard]] auto when_all(std::vector<task<T>> tasks) {
+  return detail::when_all_range_awaiter<T>(std::move(tasks));
+}
+
+}  // namespace cogwheel
