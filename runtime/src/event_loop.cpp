@@ -213,7 +213,7 @@ void event_loop::run_ready() {
   // Bounded: a coroutine that keeps re-posting itself runs once per iteration, so it starves
   // neither timers nor I/O.
   std::size_t n = ready_.size() < ready_budget_ ? ready_.size() : ready_budget_;
-  while (n-- > 0) ready_.pop().resume();
+  while (n-- > 0) ready_.pop().complete().resume();
 }
 
 void event_loop::wait_and_reap() {

@@ -98,8 +98,9 @@ class event_loop {
   // Asks the kernel to cancel op's SQE; op's completion arrives later as usual.
   void cancel_async(io_completion& op);
 
-  // Queues h to resume in a coming iteration; `node` lives in the waiter (no allocation).
-  void post(ready_node& node, std::coroutine_handle<> h) noexcept { ready_.push(node, h); }
+  // Queues c to complete in a coming iteration; `node` lives in the waiter (no allocation).
+  // How an operation completes "later" when it cannot complete inside cancel().
+  void post(ready_node& node, continuation c) noexcept { ready_.push(node, c); }
 
   // Runs iterations until `done` holds or a stop is requested.
   template <class Done>

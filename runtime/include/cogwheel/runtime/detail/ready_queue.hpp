@@ -7,6 +7,8 @@
 #include <coroutine>
 #include <cstddef>
 
+#include <cogwheel/runtime/continuation.hpp>
+
 namespace cogwheel::detail {
 
 class ready_queue;
@@ -25,7 +27,7 @@ class ready_node {
   friend class ready_queue;
   ready_node* prev_ = nullptr;
   ready_node* next_ = nullptr;  // null iff not queued
-  std::coroutine_handle<> handle_;
+  continuation continuation_;
   ready_queue* queue_ = nullptr;
 };
 
@@ -40,8 +42,8 @@ class ready_queue {
   }
 
   // Precondition: !n.queued().
-  void push(ready_node& n, std::coroutine_handle<> h) noexcept {
-    n.handle_ = h;
+  void push(ready_node& n, continuation c) noexcept {
+    n.continuation_ = c;
     n.queue_ = this;
     n.prev_ = head_.prev_;
     n.next_ = &head_;
@@ -49,11 +51,11 @@ class ready_queue {
     head_.prev_ = &n;
     ++size_;
   }
-  // Precondition: !empty(). Unlinks the oldest node and returns its coroutine.
-  std::coroutine_handle<> pop() noexcept {
+  // Precondition: !empty(). Unlinks the oldest node and returns what it was to run.
+  continuation pop() noexcept {
     ready_node* n = head_.next_;
     n->unlink();
-    return n->handle_;
+    return n->continuation_;
   }
   bool empty() const noexcept { return size_ == 0; }
   std::size_t size() const noexcept { return size_; }
