@@ -1,6 +1,8 @@
 // The whole public API of cogwheel in one include.
 #pragma once
 
+#include <cogwheel/io/address.hpp>
+#include <cogwheel/io/tcp.hpp>
 #include <cogwheel/runtime/deadline.hpp>
 #include <cogwheel/runtime/operation.hpp>
 #include <cogwheel/runtime/options.hpp>

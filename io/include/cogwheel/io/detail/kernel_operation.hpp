@@ -1,0 +1,88 @@
+// kernel_operation<Derived, R>: one SQE in flight on the current core's ring, as a cancellable
+// operation (see <cogwheel/runtime/operation.hpp>). Derived supplies
+//   void prepare(io_uring_sqe*)        fill in the SQE (user_data is set already)
+//   bool on_result(int res)            optional: false to keep going after re-preparing an SQE
+//                                      with resubmit() (e.g. write_all after a partial write)
+//   R make_result(int res)             the outcome for the awaiting coroutine
+//
+// The operation object lives in the awaiting coroutine's frame, and so may the buffer it
+// names. Hence the destructor: while the kernel may still touch either, it cancels the SQE
+// and waits for its completion (event_loop::cancel_and_wait) before the frame's memory goes.
+#pragma once
+
+#include <liburing.h>
+
+#include <cassert>
+#include <coroutine>
+
+#include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/event_loop.hpp>
+#include <cogwheel/runtime/operation.hpp>
+
+namespace cogwheel::detail {
+
+template <class Derived, class R>
+class kernel_operation : public operation_base<Derived>, private io_completion {
+ public:
+  kernel_operation() noexcept { on_cqe = &kernel_operation::complete_thunk; }
+  // Moves happen only before start (e.g. into a with_timeout awaiter).
+  kernel_operation(kernel_operation&& o) noexcept : operation_base<Derived>(std::move(o)) {
+    assert(!o.in_flight_);
+    on_cqe = &kernel_operation::complete_thunk;
+  }
+  ~kernel_operation() {
+    if (in_flight_) {
+      continuation_ = {};        // nobody to resume: the frame is going away
+      cancel_requested_ = true;  // and no follow-up SQE either
+      loop_->cancel_and_wait(*this, in_flight_);
+    }
+  }
+
+  std::coroutine_handle<> start(continuation c) {
+    loop_ = &current_loop();
+    continuation_ = c;
+    submit();
+    return std::noop_coroutine();
+  }
+
+  void cancel() noexcept {
+    if (in_flight_ && !cancel_requested_) {
+      cancel_requested_ = true;
+      loop_->cancel_async(*this);
+    }
+  }
+
+  R result() { return derived().make_result(res_); }
+
+ protected:
+  bool cancel_requested() const noexcept { return cancel_requested_; }
+  event_loop& loop() noexcept { return *loop_; }
+  // For on_result() returning false: queue the next SQE of the same operation.
+  void resubmit() { submit(); }
+  bool on_result(int) noexcept { return true; }
+
+ private:
+  Derived& derived() noexcept { return static_cast<Derived&>(*this); }
+
+  void submit() {
+    io_uring_sqe* sqe = loop_->get_sqe(*this);
+    derived().prepare(sqe);
+    in_flight_ = true;
+  }
+
+  static void complete_thunk(io_completion& c, int res, unsigned /*flags*/) noexcept {
+    auto& self = static_cast<kernel_operation&>(c);
+    self.in_flight_ = false;
+    self.res_ = res;
+    if (!self.derived().on_result(res)) return;  // resubmitted: still in flight
+    if (self.continuation_) self.continuation_.complete().resume();
+  }
+
+  event_loop* loop_ = nullptr;
+  continuation continuation_;
+  int res_ = 0;
+  bool in_flight_ = false;
+  bool cancel_requested_ = false;
+};
+
+}  // namespace cogwheel::detail

@@ -1,0 +1,229 @@
+// TCP over io_uring: tcp_stream (connect, read, write, write_all, shutdown, close) and
+// tcp_listener (bind, accept). Every operation is one SQE and an awaitable that allocates
+// nothing, and composes with with_timeout / with_deadline: on a timeout the SQE is cancelled
+// and its completion awaited, so the kernel is done with the buffer before the caller resumes,
+// and bytes that were transferred anyway are returned rather than lost.
+//
+// Errors are the errno of the syscall or CQE as a std::error_code (ECONNRESET, EPIPE, ...);
+// SIGPIPE is never raised (sends use MSG_NOSIGNAL). A stream or listener belongs to the core
+// it is used on.
+#pragma once
+
+#include <liburing.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+
+#include <cogwheel/io/address.hpp>
+#include <cogwheel/io/detail/kernel_operation.hpp>
+#include <cogwheel/runtime/result.hpp>
+
+namespace cogwheel {
+
+class tcp_stream;
+
+namespace detail {
+
+class connect_operation : public kernel_operation<connect_operation, cogwheel::result<tcp_stream>> {
+ public:
+  explicit connect_operation(const socket_address& to) noexcept : to_(to) {}
+  connect_operation(connect_operation&& o) noexcept;
+  ~connect_operation();
+
+  std::coroutine_handle<> start(continuation c);
+  void prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_connect(sqe, fd_, to_.data(), to_.size()); }
+  cogwheel::result<tcp_stream> make_result(int res);
+
+ private:
+  socket_address to_;
+  int fd_ = -1;
+  int socket_error_ = 0;
+};
+
+class recv_operation : public kernel_operation<recv_operation, cogwheel::result<std::size_t>> {
+ public:
+  recv_operation(int fd, std::span<std::byte> buf, int flags) noexcept : fd_(fd), buf_(buf), flags_(flags) {}
+  void prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_recv(sqe, fd_, buf_.data(), buf_.size(), flags_); }
+  cogwheel::result<std::size_t> make_result(int res) noexcept {
+    if (res < 0) return errno_code(res);
+    return static_cast<std::size_t>(res);
+  }
+
+ private:
+  int fd_;
+  std::span<std::byte> buf_;
+  int flags_;
+};
+
+class send_operation : public kernel_operation<send_operation, cogwheel::result<std::size_t>> {
+ public:
+  send_operation(int fd, std::span<const std::byte> buf) noexcept : fd_(fd), buf_(buf) {}
+  void prepare(io_uring_sqe* sqe) noexcept {
+    io_uring_prep_send(sqe, fd_, buf_.data(), buf_.size(), MSG_NOSIGNAL);
+  }
+  cogwheel::result<std::size_t> make_result(int res) noexcept {
+    if (res < 0) return errno_code(res);
+    return static_cast<std::size_t>(res);
+  }
+
+ private:
+  int fd_;
+  std::span<const std::byte> buf_;
+};
+
+// Sends until every byte is written, re-submitting after partial writes. On cancellation
+// (a timeout) it stops after the write in flight; written() tells how much went out.
+class send_all_operation : public kernel_operation<send_all_operation, cogwheel::result<void>> {
+ public:
+  send_all_operation(int fd, std::span<const std::byte> buf) noexcept : fd_(fd), buf_(buf) {}
+  void prepare(io_uring_sqe* sqe) noexcept {
+    io_uring_prep_send(sqe, fd_, buf_.data() + written_, buf_.size() - written_, MSG_NOSIGNAL);
+  }
+  bool on_result(int res) {
+    if (res > 0) written_ += static_cast<std::size_t>(res);
+    if (res <= 0 || written_ == buf_.size() || cancel_requested()) return true;
+    resubmit();
+    return false;
+  }
+  cogwheel::result<void> make_result(int res) noexcept {
+    if (written_ == buf_.size()) return {};
+    if (res < 0) return errno_code(res);
+    if (res == 0) return errc::broken_pipe;
+    return errc::operation_canceled;
+  }
+  std::size_t written() const noexcept { return written_; }
+
+ private:
+  int fd_;
+  std::span<const std::byte> buf_;
+  std::size_t written_ = 0;
+};
+
+class shutdown_operation : public kernel_operation<shutdown_operation, cogwheel::result<void>> {
+ public:
+  shutdown_operation(int fd, int how) noexcept : fd_(fd), how_(how) {}
+  void prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_shutdown(sqe, fd_, how_); }
+  cogwheel::result<void> make_result(int res) noexcept {
+    if (res < 0) return errno_code(res);
+    return {};
+  }
+
+ private:
+  int fd_;
+  int how_;
+};
+
+class acceptor;
+class accept_operation;
+
+}  // namespace detail
+
+class tcp_stream {
+ public:
+  tcp_stream() noexcept = default;
+  // Takes ownership of a connected TCP socket.
+  explicit tcp_stream(int fd) noexcept : fd_(fd) {}
+  tcp_stream(tcp_stream&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  tcp_stream& operator=(tcp_stream&& o) noexcept {
+    if (this != &o) {
+      close();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  tcp_stream(const tcp_stream&) = delete;
+  tcp_stream& operator=(const tcp_stream&) = delete;
+  ~tcp_stream() { close(); }
+
+  // awaitable<cogwheel::result<tcp_stream>>
+  static detail::connect_operation connect(const socket_address& to) noexcept {
+    return detail::connect_operation(to);
+  }
+
+  // awaitable<cogwheel::result<size_t>>: bytes read; 0 means the peer closed its side.
+  detail::recv_operation read(std::span<std::byte> buf) noexcept { return {fd_, buf, 0}; }
+  // awaitable<cogwheel::result<size_t>>: bytes written (possibly fewer than given).
+  detail::send_operation write(std::span<const std::byte> buf) noexcept { return {fd_, buf}; }
+  // awaitable<cogwheel::result<void>>: writes every byte.
+  detail::send_all_operation write_all(std::span<const std::byte> buf) noexcept { return {fd_, buf}; }
+  // awaitable<cogwheel::result<void>>: no more writes from this side (the peer reads end-of-stream).
+  detail::shutdown_operation shutdown(int how = SHUT_WR) noexcept { return {fd_, how}; }
+
+  // Closes the socket now (idempotent). Also done by the destructor.
+  void close() noexcept;
+  bool is_open() const noexcept { return fd_ >= 0; }
+  int native_handle() const noexcept { return fd_; }
+  int release() noexcept { return std::exchange(fd_, -1); }
+
+  cogwheel::result<void> set_nodelay(bool on) noexcept;
+  cogwheel::result<void> set_keepalive(bool on) noexcept;
+  cogwheel::result<void> set_receive_buffer_size(int bytes) noexcept;
+  cogwheel::result<void> set_send_buffer_size(int bytes) noexcept;
+  // linger on close: 0 makes close() send a reset (RST) instead of a FIN.
+  cogwheel::result<void> set_linger(bool on, int seconds) noexcept;
+  cogwheel::result<socket_address> local_address() const noexcept;
+  cogwheel::result<socket_address> peer_address() const noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+struct listen_options {
+  int backlog = 4096;
+  bool reuse_address = true;  // SO_REUSEADDR: rebind while old connections sit in TIME_WAIT
+  bool reuse_port = false;    // SO_REUSEPORT: one listener per core on the same port
+  bool ipv6_only = false;     // IPV6_V6ONLY for IPv6 listeners
+};
+
+namespace detail {
+
+class accept_operation : public operation_base<accept_operation> {
+ public:
+  explicit accept_operation(acceptor* a) noexcept : acceptor_(a) {}
+  accept_operation(accept_operation&& o) noexcept : operation_base(std::move(o)), acceptor_(o.acceptor_) {}
+  ~accept_operation();
+
+  std::coroutine_handle<> start(continuation c);
+  void cancel() noexcept;
+  cogwheel::result<tcp_stream> result();
+
+ private:
+  friend class acceptor;
+  acceptor* acceptor_;
+  continuation continuation_;
+  ready_node later_;  // completion deferred to the loop (cancel, or a listener closing)
+  int fd_ = -1;       // the accepted socket, or -errno
+  bool waiting_ = false;
+};
+
+}  // namespace detail
+
+// A listening socket. accept() keeps one multishot accept armed (re-armed whenever a
+// completion arrives without IORING_CQE_F_MORE; single-shot on kernels without multishot).
+// When the process runs out of descriptors (EMFILE/ENFILE) accept() reports it once and the
+// listener backs off (1 ms doubling to 1 s) before accepting again, so an accept loop never
+// spins while open connections keep being served; it recovers as descriptors free up.
+class tcp_listener {
+ public:
+  tcp_listener() noexcept;
+  tcp_listener(tcp_listener&&) noexcept;
+  tcp_listener& operator=(tcp_listener&&) noexcept;
+  ~tcp_listener();
+
+  static cogwheel::result<tcp_listener> bind(const socket_address& at, listen_options options = {});
+
+  // awaitable<cogwheel::result<tcp_stream>>
+  detail::accept_operation accept() noexcept { return detail::accept_operation(acceptor_.get()); }
+
+  socket_address local_address() const;
+  int native_handle() const noexcept;
+  void close() noexcept;
+
+ private:
+  std::unique_ptr<detail::acceptor> acceptor_;
+};
+
+}  // namespace cogwheel

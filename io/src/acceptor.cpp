@@ -1,0 +1,132 @@
+#include "acceptor.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace cogwheel::detail {
+
+acceptor::acceptor(int fd) noexcept : timer_node(&acceptor::on_backoff_over), fd_(fd) {
+  on_cqe = &acceptor::on_accept;
+}
+
+acceptor::~acceptor() {
+  closing_ = true;
+  if (loop_ != nullptr) {
+    loop_->timers().cancel(*this);
+    if (armed_) loop_->cancel_and_wait(*this, armed_);
+  }
+  for (int fd : accepted_)
+    if (fd >= 0) ::close(fd);
+  while (!waiting_.empty()) {
+    accept_operation* op = waiting_.front();
+    waiting_.pop_front();
+    op->waiting_ = false;
+    op->acceptor_ = nullptr;
+    op->fd_ = -ECANCELED;
+    loop_->post(op->later_, op->continuation_);
+  }
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool acceptor::try_take(int& out) noexcept {
+  if (accepted_.empty()) return false;
+  out = accepted_.front();
+  accepted_.pop_front();
+  return true;
+}
+
+void acceptor::wait(accept_operation& op) {
+  if (loop_ == nullptr) loop_ = &current_loop();
+  waiting_.push_back(&op);
+  if (!armed_ && !scheduled()) arm();  // during a back-off the timer re-arms
+}
+
+void acceptor::unwait(accept_operation& op) noexcept {
+  auto it = std::find(waiting_.begin(), waiting_.end(), &op);
+  if (it != waiting_.end()) waiting_.erase(it);
+}
+
+void acceptor::arm() {
+  io_uring_sqe* sqe = loop_->get_sqe(*this);
+  if (multishot_)
+    io_uring_prep_multishot_accept(sqe, fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  else
+    io_uring_prep_accept(sqe, fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  armed_ = true;
+}
+
+void acceptor::deliver(int fd_or_error) noexcept {
+  if (waiting_.empty()) {
+    accepted_.push_back(fd_or_error);
+    return;
+  }
+  accept_operation* op = waiting_.front();
+  waiting_.pop_front();
+  op->waiting_ = false;
+  op->fd_ = fd_or_error;
+  op->continuation_.complete().resume();
+}
+
+void acceptor::on_accept(io_completion& c, int res, unsigned flags) noexcept {
+  auto& self = static_cast<acceptor&>(c);
+  if ((flags & IORING_CQE_F_MORE) == 0) self.armed_ = false;
+  if (self.closing_) {
+    if (res >= 0) ::close(res);
+    return;
+  }
+  if (res >= 0) {
+    self.backoff_ = clock::duration::zero();
+    self.deliver(res);
+  } else if (res == -EINVAL && self.multishot_) {
+    self.multishot_ = false;  // a kernel without multishot accept: one SQE per connection
+  } else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
+    // Out of descriptors or memory: tell one accept() caller, then wait before trying again
+    // (re-arming now would fail again at once: a busy loop).
+    self.backoff_ = std::clamp<clock::duration>(self.backoff_ * 2, min_backoff, max_backoff);
+    if (!self.armed_) self.loop_->timers().reschedule(self, self.loop_->now() + self.backoff_);
+    self.deliver(res);
+    return;
+  } else if (res != -ECANCELED) {
+    self.deliver(res);  // e.g. ECONNABORTED: the caller decides; accepting goes on
+  }
+  if (!self.armed_ && !self.scheduled() && !self.closing_) self.arm();
+}
+
+void acceptor::on_backoff_over(timer::timer_node& n) noexcept {
+  auto& self = static_cast<acceptor&>(n);
+  if (!self.armed_ && !self.closing_) self.arm();
+}
+
+accept_operation::~accept_operation() {
+  if (waiting_ && acceptor_ != nullptr) acceptor_->unwait(*this);
+  if (fd_ >= 0) ::close(fd_);  // accepted but never taken
+}
+
+std::coroutine_handle<> accept_operation::start(continuation c) {
+  continuation_ = c;
+  if (acceptor_ == nullptr) {
+    fd_ = -EBADF;
+    return c.complete();
+  }
+  if (acceptor_->try_take(fd_)) return c.complete();
+  acceptor_->wait(*this);
+  waiting_ = true;
+  return std::noop_coroutine();
+}
+
+void accept_operation::cancel() noexcept {
+  if (!waiting_) return;
+  acceptor_->unwait(*this);
+  waiting_ = false;
+  fd_ = -ECANCELED;
+  current_loop().post(later_, continuation_);
+}
+
+cogwheel::result<tcp_stream> accept_operation::result() {
+  if (fd_ < 0) return errno_code(fd_);
+  return tcp_stream(std::exchange(fd_, -1));
+}
+
+}  // namespace cogwheel::detail

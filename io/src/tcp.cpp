@@ -1,0 +1,113 @@
+#include <cogwheel/io/tcp.hpp>
+
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "acceptor.hpp"
+
+namespace cogwheel {
+
+namespace {
+
+result<void> set_option(int fd, int level, int name, int value) noexcept {
+  if (::setsockopt(fd, level, name, &value, sizeof value) != 0) return errno_code(errno);
+  return {};
+}
+
+}  // namespace
+
+namespace detail {
+
+connect_operation::connect_operation(connect_operation&& o) noexcept
+    : kernel_operation(std::move(o)), to_(o.to_), fd_(std::exchange(o.fd_, -1)), socket_error_(o.socket_error_) {}
+
+connect_operation::~connect_operation() {
+  if (fd_ >= 0) ::close(fd_);  // the kernel keeps its own reference while the SQE is in flight
+}
+
+std::coroutine_handle<> connect_operation::start(continuation c) {
+  fd_ = ::socket(to_.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) {
+    socket_error_ = errno;  // EMFILE and friends: completes at once with that error
+    return c.complete();
+  }
+  return kernel_operation::start(c);
+}
+
+cogwheel::result<tcp_stream> connect_operation::make_result(int res) {
+  if (socket_error_ != 0) return errno_code(socket_error_);
+  if (res < 0) {
+    ::close(std::exchange(fd_, -1));
+    return errno_code(res);
+  }
+  return tcp_stream(std::exchange(fd_, -1));
+}
+
+}  // namespace detail
+
+void tcp_stream::close() noexcept {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+result<void> tcp_stream::set_nodelay(bool on) noexcept { return set_option(fd_, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0); }
+result<void> tcp_stream::set_keepalive(bool on) noexcept { return set_option(fd_, SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0); }
+result<void> tcp_stream::set_receive_buffer_size(int bytes) noexcept { return set_option(fd_, SOL_SOCKET, SO_RCVBUF, bytes); }
+result<void> tcp_stream::set_send_buffer_size(int bytes) noexcept { return set_option(fd_, SOL_SOCKET, SO_SNDBUF, bytes); }
+
+result<void> tcp_stream::set_linger(bool on, int seconds) noexcept {
+  const linger l{on ? 1 : 0, seconds};
+  if (::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0) return errno_code(errno);
+  return {};
+}
+
+result<socket_address> tcp_stream::local_address() const noexcept {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return errno_code(errno);
+  return socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+result<socket_address> tcp_stream::peer_address() const noexcept {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return errno_code(errno);
+  return socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+tcp_listener::tcp_listener() noexcept = default;
+tcp_listener::tcp_listener(tcp_listener&&) noexcept = default;
+tcp_listener& tcp_listener::operator=(tcp_listener&&) noexcept = default;
+tcp_listener::~tcp_listener() = default;
+
+void tcp_listener::close() noexcept { acceptor_.reset(); }
+
+int tcp_listener::native_handle() const noexcept { return acceptor_ ? acceptor_->fd() : -1; }
+
+result<tcp_listener> tcp_listener::bind(const socket_address& at, listen_options options) {
+  const int fd = ::socket(at.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno_code(errno);
+  auto fail = [fd](int err) {
+    ::close(fd);
+    return errno_code(err);
+  };
+  if (options.reuse_address && !set_option(fd, SOL_SOCKET, SO_REUSEADDR, 1)) return fail(errno);
+  if (options.reuse_port && !set_option(fd, SOL_SOCKET, SO_REUSEPORT, 1)) return fail(errno);
+  if (at.is_ipv6() && !set_option(fd, IPPROTO_IPV6, IPV6_V6ONLY, options.ipv6_only ? 1 : 0)) return fail(errno);
+  if (::bind(fd, at.data(), at.size()) != 0) return fail(errno);
+  if (::listen(fd, options.backlog) != 0) return fail(errno);
+  tcp_listener l;
+  l.acceptor_ = std::make_unique<detail::acceptor>(fd);
+  return l;
+}
+
+socket_address tcp_listener::local_address() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (!acceptor_ || ::getsockname(acceptor_->fd(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  auto a = socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+  return a ? *a : socket_address{};
+}
+
+}  // namespace cogwheel
