@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 namespace cogwheel::detail {
 
@@ -13,12 +14,25 @@ acceptor::acceptor(int fd) noexcept : timer_node(&acceptor::on_backoff_over), fd
 
 acceptor::~acceptor() {
   closing_ = true;
-  if (loop_ != nullptr) {
-    loop_->timers().cancel(*this);
-    if (armed_) loop_->cancel_and_wait(*this, armed_);
-  }
+  release_loop();
   for (int fd : accepted_)
     if (fd >= 0) ::close(fd);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void acceptor::bind_loop() {
+  loop_ = &current_loop();
+  on_shutdown = &acceptor::on_loop_shutdown;
+  loop_->add_shutdown_hook(*this);
+}
+
+// Lets go of the loop: the back-off timer, the accept SQE (waiting for its completion) and the
+// accept() calls still waiting, which complete with errc::operation_canceled.
+void acceptor::release_loop() noexcept {
+  if (loop_ == nullptr) return;
+  const bool was_closing = std::exchange(closing_, true);
+  loop_->timers().cancel(*this);
+  if (armed_) loop_->cancel_and_wait(*this, armed_);
   while (!waiting_.empty()) {
     accept_operation* op = waiting_.front();
     waiting_.pop_front();
@@ -27,7 +41,14 @@ acceptor::~acceptor() {
     op->fd_ = -ECANCELED;
     loop_->post(op->later_, op->continuation_);
   }
-  if (fd_ >= 0) ::close(fd_);
+  shutdown_hook::unlink();
+  loop_ = nullptr;
+  closing_ = was_closing;
+}
+
+void acceptor::on_loop_shutdown(shutdown_hook& h) noexcept {
+  auto& self = static_cast<acceptor&>(h);
+  self.release_loop();  // a later accept() on another loop binds to that one
 }
 
 bool acceptor::try_take(int& out) noexcept {
@@ -38,7 +59,7 @@ bool acceptor::try_take(int& out) noexcept {
 }
 
 void acceptor::wait(accept_operation& op) {
-  if (loop_ == nullptr) loop_ = &current_loop();
+  if (loop_ == nullptr) bind_loop();
   waiting_.push_back(&op);
   if (!armed_ && !scheduled()) arm();  // during a back-off the timer re-arms
 }

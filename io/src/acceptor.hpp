@@ -12,7 +12,7 @@
 
 namespace cogwheel::detail {
 
-class acceptor : private io_completion, private timer::timer_node {
+class acceptor : private io_completion, private timer::timer_node, private shutdown_hook {
  public:
   explicit acceptor(int fd) noexcept;
   acceptor(const acceptor&) = delete;
@@ -32,6 +32,9 @@ class acceptor : private io_completion, private timer::timer_node {
   static constexpr std::chrono::milliseconds min_backoff{1};
   static constexpr std::chrono::milliseconds max_backoff{1000};
 
+  void bind_loop();
+  void release_loop() noexcept;
+  static void on_loop_shutdown(shutdown_hook& h) noexcept;
   void arm();
   void deliver(int fd_or_error) noexcept;
   static void on_accept(io_completion& c, int res, unsigned flags) noexcept;

@@ -35,6 +35,31 @@ struct io_completion {
   void (*on_cqe)(io_completion&, int res, unsigned flags) noexcept = nullptr;
 };
 
+// Something that outlives coroutine frames but holds loop resources (a listener's armed accept
+// SQE and back-off timer): the loop calls on_shutdown once, after destroying its coroutines and
+// before the ring goes, and the owner lets go of the loop there. Unlinks itself when destroyed.
+class shutdown_hook {
+ public:
+  shutdown_hook() noexcept = default;
+  shutdown_hook(const shutdown_hook&) = delete;
+  shutdown_hook& operator=(const shutdown_hook&) = delete;
+  ~shutdown_hook() { unlink(); }
+
+  void (*on_shutdown)(shutdown_hook&) noexcept = nullptr;
+  bool linked() const noexcept { return next_ != nullptr; }
+  void unlink() noexcept {
+    if (next_ == nullptr) return;
+    prev_->next_ = next_;
+    next_->prev_ = prev_;
+    prev_ = next_ = nullptr;
+  }
+
+ private:
+  friend class event_loop;
+  shutdown_hook* prev_ = nullptr;
+  shutdown_hook* next_ = nullptr;
+};
+
 // Counters for metrics and tests.
 struct loop_stats {
   std::uint64_t iterations = 0;
@@ -118,6 +143,14 @@ class event_loop {
   void request_stop();
   bool stop_requested() const noexcept { return stop_requested_; }
 
+  // Precondition: !h.linked(). See shutdown_hook.
+  void add_shutdown_hook(shutdown_hook& h) noexcept {
+    h.prev_ = &hooks_;
+    h.next_ = hooks_.next_;
+    hooks_.next_->prev_ = &h;
+    hooks_.next_ = &h;
+  }
+
   // Spawned (detached) coroutines, destroyed at shutdown if still suspended.
   struct spawned_link {
     spawned_link* prev = nullptr;
@@ -174,6 +207,7 @@ class event_loop {
   bool shut_down_ = false;
   bool nudged_ = false;
   spawned_link spawned_;
+  shutdown_hook hooks_;  // sentinel of a circular list
 
   int wake_fd_ = -1;
   wake_op wake_;
