@@ -68,6 +68,7 @@ event_loop& current_loop() noexcept {
 event_loop::event_loop(const runtime_options& options, unsigned core)
     : core_(core),
       paused_(options.paused_clock),
+      measure_timers_(options.measure_timer_work),
       ready_budget_(options.ready_budget == 0 ? 1 : options.ready_budget),
       timers_(options.timers, options.tick, clock::now()),
       now_(clock::now()),
@@ -212,6 +213,9 @@ void event_loop::run_once() {
   now_ = read_clock();
   ++stats_.iterations;
   stats_.timers_fired += timers_.advance(now_);
+  if (measure_timers_)
+    stats_.timer_ns += static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - now_).count());
+  while (!expired_.empty()) expired_.pop().complete().resume();
   run_ready();
   wait_and_reap();
 }
@@ -329,7 +333,8 @@ void event_loop::destroy_spawned() noexcept {
   // Destroying a frame unlinks it (the promise's destructor), and may destroy children whose
   // awaiters cancel timers and wait for in-flight operations.
   while (has_spawned()) spawned_.next->frame.destroy();
-  while (!ready_.empty()) ready_.pop();
+  expired_.clear();
+  ready_.clear();
 }
 
 }  // namespace cogwheel::detail

@@ -21,6 +21,8 @@ struct runtime_options {
                                                       // per iteration before I/O and timers run
   bool paused_clock = false;                          // virtual time: when only timers can make
                                                       // progress the clock jumps to the next one
+  bool measure_timer_work = false;                    // count time inside the timer queue's
+                                                      // advance() in loop_stats::timer_ns
   bool pin_threads = true;                            // runtime: pin core i's thread to CPU i
   bool stop_on_signals = false;                       // runtime: SIGINT/SIGTERM call stop()
 };

@@ -47,12 +47,13 @@ class sleep_operation : public detail::operation_base<sleep_operation>, private 
  private:
   static void on_expire(timer::timer_node& n) noexcept {
     auto& self = static_cast<sleep_operation&>(n);
-    self.continuation_.complete().resume();
+    self.loop_->post_expired(self.expired_, self.continuation_);  // resumed right after advance
   }
 
   clock::time_point deadline_;
   detail::event_loop* loop_ = nullptr;
   detail::continuation continuation_;
+  detail::ready_node expired_;  // unlinks itself if the frame goes before the batch is resumed
 };
 
 // Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that

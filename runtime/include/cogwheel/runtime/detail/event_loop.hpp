@@ -70,6 +70,8 @@ struct loop_stats {
   std::uint64_t cq_overflows = 0;     // reaps that found the kernel holding overflowed CQEs
   std::uint64_t clock_jumps = 0;      // paused clock: jumps to the next deadline
   std::uint64_t spawn_failures = 0;   // spawned tasks that ended with an exception
+  std::uint64_t timer_ns = 0;         // time inside the timer queue's advance() (only with
+                                      // runtime_options::measure_timer_work)
 };
 
 class event_loop {
@@ -123,6 +125,9 @@ class event_loop {
   // Asks the kernel to cancel op's SQE; op's completion arrives later as usual.
   void cancel_async(io_completion& op);
 
+  // For timer callbacks: queues c into this iteration's expired batch, which the loop resumes
+  // in full right after advancing the timers (so advance() itself does only timer work).
+  void post_expired(ready_node& node, continuation c) noexcept { expired_.push(node, c); }
   // Queues c to complete in a coming iteration; `node` lives in the waiter (no allocation).
   // How an operation completes "later" when it cannot complete inside cancel().
   void post(ready_node& node, continuation c) noexcept { ready_.push(node, c); }
@@ -194,11 +199,13 @@ class event_loop {
   const std::atomic<event_loop*>* peers_ = nullptr;
   unsigned peer_count_ = 0;
   bool paused_;
+  bool measure_timers_;
   unsigned ready_budget_;
   io_uring ring_{};
   timer::timer_queue timers_;
   clock::time_point now_;
   clock::time_point virtual_now_;  // paused clock only
+  ready_queue expired_;  // resumed in full after each advance
   ready_queue ready_;
   std::vector<cqe_copy> deferred_;  // completions set aside, dispatched first at the next reap
   std::vector<cqe_copy> reaped_;
