@@ -39,6 +39,8 @@ socket_address socket_address::ipv6_loopback(std::uint16_t port) noexcept {
 
 result<socket_address> socket_address::from_ip(std::string_view host, std::uint16_t port) {
   if (host.empty() || host.size() >= INET6_ADDRSTRLEN + IF_NAMESIZE) return errc::invalid_argument;
+  // inet_pton stops at a NUL: "127.0.0.1\0junk" would otherwise pass as 127.0.0.1.
+  if (host.find('\0') != std::string_view::npos) return errc::invalid_argument;
   char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 1];
   std::memcpy(buf, host.data(), host.size());
   buf[host.size()] = '\0';
@@ -87,7 +89,8 @@ result<socket_address> socket_address::parse(std::string_view text) {
   if (port.empty() || ec != std::errc() || p != port.data() + port.size() || value > 65535)
     return errc::invalid_argument;
   auto a = from_ip(host, static_cast<std::uint16_t>(value));
-  if (a && text.front() != '[' && a->is_ipv6()) return errc::invalid_argument;  // "::1:80" is ambiguous
+  // Brackets exactly around IPv6 literals (RFC 3986): "::1:80" is ambiguous, "[1.2.3.4]:80" malformed.
+  if (a && (text.front() == '[') != a->is_ipv6()) return errc::invalid_argument;
   return a;
 }
 
