@@ -260,6 +260,10 @@ void event_loop::wait_and_reap() {
   const bool any = !reaped_.empty();
   for (std::size_t i = 0; i < reaped_.size(); ++i) {
     const cqe_copy c = reaped_[i];  // cancel_and_wait may zero later entries meanwhile
+    // Consumed before it runs: if its handler ends in cancel_and_wait for the same owner (a
+    // multishot accept whose coroutine closes the listener), that must not find and dispatch
+    // this completion, or the ones before it, a second time.
+    reaped_[i].user_data = 0;
     dispatch(c);
   }
   reaped_.clear();
