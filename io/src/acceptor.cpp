@@ -97,22 +97,23 @@ void acceptor::on_accept(io_completion& c, int res, unsigned flags) noexcept {
     if (res >= 0) ::close(res);
     return;
   }
-  if (res >= 0) {
-    self.backoff_ = clock::duration::zero();
-    self.deliver(res);
-  } else if (res == -EINVAL && self.multishot_) {
-    self.multishot_ = false;  // a kernel without multishot accept: one SQE per connection
-  } else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
+  // deliver() resumes the accepting coroutine inline, and that coroutine may destroy the
+  // listener (and with it this acceptor) before deliver() returns: so deliver() comes last and
+  // nothing touches `self` after it.
+  if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
     // Out of descriptors or memory: tell one accept() caller, then wait before trying again
     // (re-arming now would fail again at once: a busy loop).
     self.backoff_ = std::clamp<clock::duration>(self.backoff_ * 2, min_backoff, max_backoff);
     if (!self.armed_) self.loop_->timers().reschedule(self, self.loop_->now() + self.backoff_);
     self.deliver(res);
     return;
-  } else if (res != -ECANCELED) {
-    self.deliver(res);  // e.g. ECONNABORTED: the caller decides; accepting goes on
   }
-  if (!self.armed_ && !self.scheduled() && !self.closing_) self.arm();
+  if (res >= 0) self.backoff_ = clock::duration::zero();
+  const bool unsupported = res == -EINVAL && self.multishot_;
+  if (unsupported) self.multishot_ = false;  // a kernel without multishot accept: one SQE per connection
+  if (!self.armed_ && !self.scheduled()) self.arm();
+  // A connection, or e.g. ECONNABORTED: the caller decides; accepting goes on.
+  if (!unsupported && res != -ECANCELED) self.deliver(res);
 }
 
 void acceptor::on_backoff_over(timer::timer_node& n) noexcept {
