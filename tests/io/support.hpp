@@ -1,0 +1,95 @@
+// Shared by the io tests: scaled iteration counts, assertions usable inside coroutines, a
+// connected loopback pair, and a byte pattern in which every position can be checked.
+// All traffic stays on loopback (127.0.0.1 / ::1).
+#pragma once
+
+#include <cogwheel/cogwheel.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <string_view>
+#include <utility>
+
+#include <gtest/gtest.h>
+
+// ASSERT_* `return`s, which a coroutine cannot: these record the failure and co_return from a
+// task<void>.
+#define CO_ASSERT_TRUE(cond)                           \
+  do {                                                 \
+    if (!(cond)) {                                     \
+      ADD_FAILURE() << "expected true: " #cond;        \
+      co_return;                                       \
+    }                                                  \
+  } while (0)
+
+// `res` is a result<T>; on an error, reports it by message.
+#define CO_ASSERT_OK(res)                                                      \
+  do {                                                                         \
+    if (!(res)) {                                                              \
+      ADD_FAILURE() << #res " failed: " << (res).error().message();            \
+      co_return;                                                               \
+    }                                                                          \
+  } while (0)
+
+namespace cogwheel::io_test {
+
+using namespace std::chrono_literals;
+
+// n times COGWHEEL_TEST_SCALE (CI sets 0.1 under sanitizers), at least 1.
+inline int scaled(int n) {
+  const char* s = std::getenv("COGWHEEL_TEST_SCALE");
+  const double scale = s != nullptr ? std::atof(s) : 1.0;
+  return std::max(1, static_cast<int>(n * (scale > 0 ? scale : 1.0)));
+}
+
+// Byte i of a stream: changes with the position at every granularity, so a lost, duplicated or
+// reordered chunk of any size shows up at its first byte.
+inline std::byte pattern_at(std::uint64_t i) noexcept {
+  return static_cast<std::byte>((i * 131 + (i >> 10) * 7 + (i >> 20) * 3) & 0xff);
+}
+
+struct stream_pair {
+  tcp_stream client;
+  tcp_stream server;
+};
+
+// A client connected over loopback (`where`, port 0: any free port) and the server's end of
+// the same connection. The listener is closed again before this returns.
+inline task<result<stream_pair>> connect_pair(socket_address where = socket_address::ipv4_loopback(0)) {
+  auto listener = tcp_listener::bind(where);
+  if (!listener) co_return listener.error();
+  auto client = co_await with_timeout(tcp_stream::connect(listener->local_address()), 5s);
+  if (!client) co_return client.error();
+  auto server = co_await with_timeout(listener->accept(), 5s);
+  if (!server) co_return server.error();
+  co_return stream_pair{std::move(*client), std::move(*server)};
+}
+
+// Reads until `buf` is full or the peer closes; the number of bytes read.
+inline task<result<std::size_t>> read_exactly(tcp_stream& s, std::span<std::byte> buf) {
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    auto n = co_await s.read(buf.subspan(got));
+    if (!n) co_return n.error();
+    if (*n == 0) break;
+    got += *n;
+  }
+  co_return got;
+}
+
+// Runs a and b concurrently on this core until both finish (when_all as a task, so that
+// with_timeout can bound it).
+inline task<void> together(task<void> a, task<void> b) { co_await when_all(std::move(a), std::move(b)); }
+
+inline std::span<const std::byte> bytes_of(std::string_view s) noexcept {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+inline std::string_view text_of(std::span<const std::byte> b) noexcept {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+}  // namespace cogwheel::io_test
