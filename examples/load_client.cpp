@@ -1,0 +1,109 @@
+// load_client: drives an echo server with many connections, each sending a message and waiting
+// for its echo, back to back, and reports round trips per second and latency percentiles.
+// Used by the demo and the benchmarks; runs on its own cores, in its own process.
+//
+// Usage: load_client --to=127.0.0.1:7000 [--connections=1000] [--size=64] [--duration-ms=5000]
+//                    [--cores=1] [--idle=0]
+//   --idle=N additionally opens N connections that never send (they hold descriptors and the
+//   server's idle deadlines; the server should kick them).
+// Prints one line "round_trips=... seconds=... rt_per_s=... p50_us=... p99_us=... cpu_s=...".
+// Needs: Linux with io_uring (5.19+); one descriptor per connection.
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include <cogwheel/cogwheel.hpp>
+
+#include "support.hpp"
+
+using namespace cogwheel;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct totals {
+  std::atomic<long> round_trips{0};
+  std::atomic<long> failures{0};
+  std::atomic<long> idle_kicked{0};
+  std::mutex mu;
+  std::vector<double> latency_us;  // a sample: every 16th round trip
+};
+
+task<void> talker(socket_address to, std::size_t size, clock::time_point until, totals& t) {
+  auto conn = co_await tcp_stream::connect(to);
+  if (!conn) {
+    t.failures.fetch_add(1);
+    co_return;
+  }
+  (void)conn->set_nodelay(true);
+  std::vector<std::byte> out(size, std::byte{'x'}), in(size);
+  std::vector<double> samples;
+  long count = 0;
+  while (clock::now() < until) {
+    const auto t0 = clock::now();
+    if (!co_await conn->write_all(out)) break;
+    std::size_t got = 0;
+    while (got < size) {
+      auto n = co_await conn->read(std::span(in).subspan(got));
+      if (!n || *n == 0) {
+        t.failures.fetch_add(1);
+        co_return;
+      }
+      got += *n;
+    }
+    if ((++count & 15) == 0) samples.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+  }
+  t.round_trips.fetch_add(count);
+  std::lock_guard lock(t.mu);
+  t.latency_us.insert(t.latency_us.end(), samples.begin(), samples.end());
+}
+
+task<void> idler(socket_address to, clock::time_point until, totals& t) {
+  auto conn = co_await tcp_stream::connect(to);
+  if (!conn) {
+    t.failures.fetch_add(1);
+    co_return;
+  }
+  std::byte buf[16];
+  auto n = co_await with_deadline(conn->read(std::span(buf)), until);
+  if (n && *n == 0) t.idle_kicked.fetch_add(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto to = socket_address::parse(examples::flag(argc, argv, "to", "127.0.0.1:7000"));
+  if (!to) {
+    std::fprintf(stderr, "--to: expected ip:port\n");
+    return 2;
+  }
+  const long connections = examples::flag_int(argc, argv, "connections", 1000);
+  const long idle = examples::flag_int(argc, argv, "idle", 0);
+  const auto size = static_cast<std::size_t>(examples::flag_int(argc, argv, "size", 64));
+  const auto duration = std::chrono::milliseconds(examples::flag_int(argc, argv, "duration-ms", 5000));
+  const unsigned cores = static_cast<unsigned>(examples::flag_int(argc, argv, "cores", 1));
+  const long fds = examples::raise_fd_limit();
+  if (connections + idle > fds - 32) {
+    std::fprintf(stderr, "%ld connections do not fit under the descriptor limit %ld\n", connections + idle, fds);
+    return 2;
+  }
+
+  totals t;
+  const double cpu0 = examples::process_cpu_seconds();
+  const auto start = clock::now();
+  const auto until = start + duration;
+  runtime rt(runtime_options{.cores = cores, .sq_entries = 4096});
+  rt.run([&](unsigned core) -> task<void> {
+    for (long i = core; i < connections; i += cores) spawn(talker(*to, size, until, t));
+    for (long i = core; i < idle; i += cores) spawn(idler(*to, until + 1s, t));
+    co_return;
+  });
+  const double seconds = std::chrono::duration<double>(clock::now() - start).count();
+  const double rt_seconds = std::chrono::duration<double>(duration).count();
+  std::printf("round_trips=%ld seconds=%.3f rt_per_s=%.0f p50_us=%.1f p99_us=%.1f cpu_s=%.3f failures=%ld idle_kicked=%ld\n",
+              t.round_trips.load(), seconds, static_cast<double>(t.round_trips.load()) / rt_seconds,
+              examples::percentile(t.latency_us, 50), examples::percentile(t.latency_us, 99),
+              examples::process_cpu_seconds() - cpu0, t.failures.load(), t.idle_kicked.load());
+  return t.failures.load() == 0 ? 0 : 1;
+}
