@@ -1,0 +1,681 @@
+// with_timeout / with_deadline on socket operations: a timeout cancels the SQE and waits for
+// it, so a read that timed out consumed nothing and a read that returned data lost nothing;
+// destroying a frame with an operation in flight leaves no SQE and no timer behind.
+#include <cogwheel/runtime/timeout.hpp>  // first: the header compiles on its own
+
+#include <dirent.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <coroutine>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "support.hpp"
+
+namespace cogwheel {
+namespace {
+
+using namespace io_test;
+
+// The loop's time: the virtual time under a paused clock (no public accessor for it).
+clock::time_point loop_now() { return detail::current_time(); }
+
+constexpr std::byte sentinel{0xA5};
+
+bool untouched(std::span<const std::byte> buf) {
+  for (std::byte b : buf)
+    if (b != sentinel) return false;
+  return true;
+}
+
+int open_descriptors() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// A coroutine type that is not cogwheel's: it starts at once and holds whatever it awaits, so
+// the test can destroy its frame (and the task<void> object in it) while that is suspended.
+struct frame_holder {
+  struct promise_type {
+    frame_holder get_return_object() { return {std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+  };
+  std::coroutine_handle<promise_type> frame;
+};
+
+frame_holder hold(task<void> t) { co_await std::move(t); }
+
+runtime_options paused() { return runtime_options{.paused_clock = true}; }
+
+TEST(timeout_io, read_without_data_times_out_and_the_connection_still_works) {
+  run(
+      []() -> task<void> {
+        auto pair = co_await connect_pair();
+        CO_ASSERT_OK(pair);
+        std::byte buf[16];
+        std::fill(std::begin(buf), std::end(buf), sentinel);
+        const auto start = loop_now();
+        auto r = co_await with_timeout(pair->server.read(buf), 50ms);
+        CO_ASSERT_TRUE(!r);
+        EXPECT_EQ(r.error(), errc::timed_out) << r.error().message();
+        EXPECT_GE(loop_now() - start, 50ms);  // never early
+        EXPECT_TRUE(untouched(buf));
+
+        // Nothing was consumed, the stream is intact: later data reaches a later read.
+        CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("later")));
+        auto n = co_await with_timeout(read_exactly(pair->server, std::span(buf, 5)), 1s);
+        CO_ASSERT_OK(n);
+        EXPECT_EQ(text_of(std::span(buf, *n)), "later");
+        for (int i = 0; i < 3; ++i) {  // and again, timing out repeatedly changes nothing
+          auto again = co_await with_timeout(pair->server.read(buf), 10ms);
+          EXPECT_EQ(again.error(), errc::timed_out);
+        }
+        CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("more")));
+        auto m = co_await with_timeout(read_exactly(pair->server, std::span(buf, 4)), 1s);
+        CO_ASSERT_OK(m);
+        EXPECT_EQ(text_of(std::span(buf, *m)), "more");
+      }(),
+      paused());
+}
+
+TEST(timeout_io, data_arriving_before_the_timeout_is_returned) {
+  run(
+      []() -> task<void> {
+        auto pair = co_await connect_pair();
+        CO_ASSERT_OK(pair);
+        auto send_later = [](tcp_stream& s) -> task<void> {
+          co_await sleep_for(10ms);
+          (void)co_await s.write_all(bytes_of("data"));
+        };
+        spawn(send_later(pair->client));
+        const std::size_t timers_before = pending_timers();
+        const auto start = loop_now();
+        std::byte buf[16];
+        auto n = co_await with_timeout(pair->server.read(buf), 1s);
+        CO_ASSERT_OK(n);
+        EXPECT_EQ(text_of(std::span(buf, *n)), "data");
+        EXPECT_GE(loop_now() - start, 10ms);
+        EXPECT_LT(loop_now() - start, 1s);
+        EXPECT_LE(pending_timers(), timers_before);  // the timeout's timer is gone with it
+      }(),
+      paused());
+}
+
+TEST(timeout_io, with_deadline_on_an_expired_deadline_reads_nothing) {
+  run(
+      []() -> task<void> {
+        auto pair = co_await connect_pair();
+        CO_ASSERT_OK(pair);
+        CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("kept")));
+        deadline idle(10ms);
+        co_await sleep_for(20ms);
+        EXPECT_TRUE(idle.expired());
+        std::byte buf[8];
+        std::fill(std::begin(buf), std::end(buf), sentinel);
+        auto r = co_await with_deadline(pair->server.read(buf), idle);
+        EXPECT_EQ(r.error(), errc::timed_out);
+        EXPECT_TRUE(untouched(buf));
+        idle.reset(1s);
+        auto n = co_await with_deadline(read_exactly(pair->server, std::span(buf, 4)), idle);
+        CO_ASSERT_OK(n);
+        EXPECT_EQ(text_of(std::span(buf, *n)), "kept");
+      }(),
+      paused());
+}
+
+// What one idle-kicking connection handler saw.
+struct idle_report {
+  clock::time_point started{};
+  clock::time_point last_message{};
+  clock::time_point ended{};
+  std::size_t bytes = 0;
+  std::error_code error;
+  bool finished = false;
+};
+
+// The classic idle handler: every message pushes the connection's deadline forward; a
+// connection that stays silent past it is closed.
+task<void> kick_when_idle(tcp_stream s, clock::duration idle_for, idle_report& report) {
+  deadline idle(idle_for);
+  report.started = loop_now();
+  std::byte buf[64];
+  for (;;) {
+    auto n = co_await with_deadline(s.read(buf), idle);
+    if (!n || *n == 0) {
+      report.error = n.error();
+      break;
+    }
+    report.bytes += *n;
+    report.last_message = loop_now();
+    idle.reset(idle_for);
+  }
+  report.ended = loop_now();
+  report.finished = true;
+}  // closes s: the client reads end of stream
+
+TEST(timeout_io, deadline_reset_per_message_keeps_a_chatty_connection_and_kicks_a_silent_one) {
+  static constexpr auto idle_for = 100ms;
+  static constexpr auto tolerance = 2ms;  // the wheel fires within a tick (1 ms) of a deadline
+  static constexpr int messages = 10;
+  run(
+      []() -> task<void> {
+        auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
+        CO_ASSERT_OK(listener);
+        idle_report reports[2];
+        auto chatty = co_await tcp_stream::connect(listener->local_address());
+        CO_ASSERT_OK(chatty);
+        auto chatty_server = co_await listener->accept();
+        CO_ASSERT_OK(chatty_server);
+        spawn(kick_when_idle(std::move(*chatty_server), idle_for, reports[0]));
+        auto silent = co_await tcp_stream::connect(listener->local_address());
+        CO_ASSERT_OK(silent);
+        auto silent_server = co_await listener->accept();
+        CO_ASSERT_OK(silent_server);
+        spawn(kick_when_idle(std::move(*silent_server), idle_for, reports[1]));
+
+        auto talk = [](tcp_stream& s) -> task<void> {
+          for (int i = 0; i < messages; ++i) {
+            co_await sleep_for(40ms);  // well inside the idle time
+            CO_ASSERT_OK(co_await s.write_all(bytes_of("m")));
+          }
+          std::byte b[1];
+          auto eof = co_await with_timeout(s.read(b), 1s);  // then silent: kicked
+          CO_ASSERT_OK(eof);
+          EXPECT_EQ(*eof, 0u);
+        };
+        auto listen_only = [](tcp_stream& s) -> task<void> {
+          std::byte b[1];
+          auto eof = co_await with_timeout(s.read(b), 1s);
+          CO_ASSERT_OK(eof);
+          EXPECT_EQ(*eof, 0u);
+        };
+        CO_ASSERT_OK(co_await with_timeout(together(talk(*chatty), listen_only(*silent)), 5s));
+
+        const idle_report& c = reports[0];
+        const idle_report& s = reports[1];
+        CO_ASSERT_TRUE(c.finished && s.finished);
+        EXPECT_EQ(c.bytes, static_cast<std::size_t>(messages));
+        EXPECT_EQ(c.error, errc::timed_out);
+        EXPECT_GE(c.ended - c.last_message, idle_for);
+        EXPECT_LE(c.ended - c.last_message, idle_for + tolerance);
+        EXPECT_GE(c.ended - c.started, messages * 40ms);  // alive far beyond one idle period
+        EXPECT_EQ(s.bytes, 0u);
+        EXPECT_EQ(s.error, errc::timed_out);
+        EXPECT_GE(s.ended - s.started, idle_for);
+        EXPECT_LE(s.ended - s.started, idle_for + tolerance);
+      }(),
+      paused());
+}
+
+// The bytes of message i of the race tests.
+std::array<std::byte, 8> message(std::uint64_t i) {
+  std::array<std::byte, 8> m;
+  std::memcpy(m.data(), &i, sizeof i);
+  return m;
+}
+
+// Checks that `received` is exactly messages 0 .. count-1, in order.
+void expect_stream_of_messages(const std::vector<std::byte>& received, int count) {
+  ASSERT_EQ(received.size(), static_cast<std::size_t>(count) * 8);
+  for (int i = 0; i < count; ++i) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, received.data() + i * 8, 8);
+    ASSERT_EQ(v, static_cast<std::uint64_t>(i)) << "message " << i << " lost, duplicated or out of order";
+  }
+}
+
+struct race_counts {
+  int timed_out = 0;       // the read timed out: it must have consumed nothing
+  int data = 0;            // the read returned data
+  int fired_but_data = 0;  // the timer fired, yet the read had data: returned, not lost
+};
+
+// Reads round `round`'s message, which the sender sends at about `at`, with the read's deadline
+// exactly `at`: whichever wins, the message must arrive exactly once.
+task<void> race_round(tcp_stream& s, clock::time_point at, std::vector<std::byte>& received, race_counts& counts) {
+  std::byte buf[64];
+  std::fill(std::begin(buf), std::end(buf), sentinel);
+  auto racing = with_deadline(s.read(buf), at);
+  auto r = co_await racing;
+  if (r) {
+    CO_ASSERT_TRUE(*r > 0);
+    received.insert(received.end(), buf, buf + *r);
+    ++counts.data;
+    if (racing.timer_fired()) ++counts.fired_but_data;
+  } else {
+    EXPECT_EQ(r.error(), errc::timed_out) << r.error().message();
+    EXPECT_TRUE(untouched(buf)) << "a read that timed out wrote into the buffer";
+    ++counts.timed_out;
+  }
+}
+
+// Reads until `received` holds `want` bytes (the rest of a round's message).
+task<void> catch_up(tcp_stream& s, std::vector<std::byte>& received, std::size_t want) {
+  std::byte buf[64];
+  while (received.size() < want) {
+    auto n = co_await with_timeout(s.read(std::span(buf, std::min(sizeof buf, want - received.size()))), 2s);
+    CO_ASSERT_OK(n);
+    CO_ASSERT_TRUE(*n > 0);
+    received.insert(received.end(), buf, buf + *n);
+  }
+}
+
+TEST(timeout_io, a_timeout_racing_arriving_data_never_loses_or_duplicates_bytes) {
+  // Sender and receiver on the same loop: the message is sent by a sleep that ends at the
+  // read's deadline give or take a few ticks, so the two timers often expire in the same
+  // wheel advance and the read's cancel and the send reach the kernel in one submission.
+  // (With DEFER_TASKRUN the cancel then wins over data that arrived but was not yet read:
+  // the read times out having consumed nothing, which is what this checks byte for byte.)
+  static const int rounds = scaled(2000);
+  run(
+      []() -> task<void> {
+        auto pair = co_await connect_pair();
+        CO_ASSERT_OK(pair);
+        CO_ASSERT_OK(pair->client.set_nodelay(true));
+        std::vector<std::byte> received;
+        race_counts counts;
+        static constexpr clock::duration offsets[] = {-200us, -100us, 0us, 0us, 100us, 200us, 0us};
+        for (int i = 0; i < rounds; ++i) {
+          const clock::time_point at = clock::now() + 1ms;
+          bool sent = false;
+          auto send_at = [](tcp_stream& s, clock::time_point when, int index, bool& done) -> task<void> {
+            co_await sleep_until(when);
+            const auto m = message(static_cast<std::uint64_t>(index));
+            CO_ASSERT_OK(co_await s.write_all(m));
+            done = true;
+          };
+          spawn(send_at(pair->client, at + offsets[i % std::size(offsets)], i, sent));
+          // Every other round the sender files its timer first (it starts during the yield), so
+          // that at equal deadlines it fires first in the batch: its send SQE then goes to the
+          // kernel ahead of the read's cancel SQE, the other order than in the remaining rounds.
+          if (i % 2 == 0) co_await yield();
+          co_await race_round(pair->server, at, received, counts);
+          while (!sent) co_await sleep_for(100us);
+          co_await catch_up(pair->server, received, static_cast<std::size_t>(i + 1) * 8);
+          if (::testing::Test::HasFailure()) co_return;
+        }
+        expect_stream_of_messages(received, rounds);
+        EXPECT_GT(counts.timed_out, 0);
+        EXPECT_GT(counts.data, 0);
+        std::printf("same loop: %d rounds: %d timed out, %d returned data (%d after the timer fired)\n", rounds,
+                    counts.timed_out, counts.data, counts.fired_but_data);
+      }(),
+      runtime_options{.tick = 100us});
+}
+
+TEST(timeout_io, a_timeout_racing_data_from_another_thread_never_loses_or_duplicates_bytes) {
+  // The sender is a plain thread doing send(2) at the read's deadline give or take 300 us, so
+  // the data lands at any point of the loop's timer, cancel and reap sequence.
+  static const int rounds = scaled(1000);
+  run(
+      []() -> task<void> {
+        auto pair = co_await connect_pair();
+        CO_ASSERT_OK(pair);
+        CO_ASSERT_OK(pair->client.set_nodelay(true));
+        const int fd = pair->client.native_handle();
+        std::atomic<int> go{-1};
+        std::atomic<clock::rep> go_at{0};
+        std::atomic<int> sent{-1};
+        std::atomic<bool> quit{false};
+        std::thread sender([&] {
+          std::uint32_t seed = 12345;
+          for (int i = 0; i < rounds; ++i) {
+            while (go.load(std::memory_order_acquire) < i)
+              if (quit.load()) return;
+            seed = seed * 1664525u + 1013904223u;
+            const auto jitter = std::chrono::microseconds(static_cast<int>(seed >> 16) % 601 - 300);
+            const clock::time_point when = clock::time_point(clock::duration(go_at.load())) + jitter;
+            while (clock::now() < when) {
+            }
+            const auto m = message(static_cast<std::uint64_t>(i));
+            if (::send(fd, m.data(), m.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(m.size())) {
+              ADD_FAILURE() << "send: " << std::strerror(errno);
+              sent.store(rounds);
+              return;
+            }
+            sent.store(i, std::memory_order_release);
+          }
+        });
+        std::vector<std::byte> received;
+        race_counts counts;
+        for (int i = 0; i < rounds; ++i) {
+          const clock::time_point at = clock::now() + 1ms;
+          go_at.store(at.time_since_epoch().count());
+          go.store(i, std::memory_order_release);
+          co_await race_round(pair->server, at, received, counts);
+          while (sent.load(std::memory_order_acquire) < i) co_await sleep_for(50us);
+          co_await catch_up(pair->server, received, static_cast<std::size_t>(i + 1) * 8);
+          if (::testing::Test::HasFailure()) break;
+        }
+        quit.store(true);
+        sender.join();
+        if (::testing::Test::HasFailure()) co_return;
+        expect_stream_of_messages(received, rounds);
+        EXPECT_GT(counts.timed_out, 0);
+        EXPECT_GT(counts.data, 0);
+        std::printf("other thread: %d rounds: %d timed out, %d returned data (%d after the timer fired)\n", rounds,
+                    counts.timed_out, counts.data, counts.fired_but_data);
+      }(),
+      runtime_options{.tick = 100us});
+}
+
+TEST(timeout_io, a_read_that_completes_as_its_timer_fires_returns_its_data) {
+  // The read's SQE is queued while completions are dispatched (after this iteration's
+  // submit) with a deadline already past: at the next iteration the timer fires first and
+  // queues the cancel behind the read's SQE, so the kernel runs the read, then the cancel.
+  // With data waiting, the read completes with it although the timer fired: those bytes must
+  // be returned, not reported as timed_out (and so lost).
+  static const int rounds = scaled(600);
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    std::vector<std::byte> received;
+    int sent = 0;
+    int fired_but_data = 0;
+    for (int i = 0; i < rounds; ++i) {
+      const bool send = i % 3 != 0;
+      if (send) {
+        const auto m = message(static_cast<std::uint64_t>(sent));
+        CO_ASSERT_OK(co_await pair->client.write_all(m));  // resumes us from a completion
+        ++sent;
+      } else {
+        CO_ASSERT_OK(co_await pair->client.write(std::span<const std::byte>()));  // likewise, no data
+      }
+      std::byte buf[64];
+      std::fill(std::begin(buf), std::end(buf), sentinel);
+      // Already past (by more than a tick, so the wheel's rounding up cannot defer it).
+      auto racing = with_deadline(pair->server.read(buf), clock::now() - 2ms);
+      auto r = co_await racing;
+      if (send) {
+        CO_ASSERT_OK(r);
+        received.insert(received.end(), buf, buf + *r);
+        if (racing.timer_fired()) ++fired_but_data;
+        co_await catch_up(pair->server, received, static_cast<std::size_t>(sent) * 8);
+      } else {
+        CO_ASSERT_TRUE(!r);
+        EXPECT_EQ(r.error(), errc::timed_out);
+        EXPECT_TRUE(untouched(buf));
+      }
+    }
+    expect_stream_of_messages(received, sent);
+    // The point of the test: the read really did complete after its timer had fired.
+    EXPECT_GT(fired_but_data, 0) << "the race was never exercised";
+    std::printf("%d reads found data; %d of them after their timer had fired\n", sent, fired_but_data);
+  }());
+}
+
+TEST(timeout_io, a_write_that_completes_as_its_timer_fires_reports_its_bytes) {
+  // As above for writes: the send runs in the kernel before the cancel, so its bytes went
+  // out and the result says so (a count, or success for write_all), not timed_out.
+  static const int rounds = scaled(200);
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    int fired = 0;
+    std::vector<std::byte> received;
+    for (int i = 0; i < rounds; ++i) {
+      CO_ASSERT_OK(co_await pair->client.write(std::span<const std::byte>()));  // resume from a completion
+      const auto m = message(static_cast<std::uint64_t>(i));
+      if (i % 2 == 0) {
+        auto racing = with_deadline(pair->client.write(m), clock::now() - 2ms);
+        auto n = co_await racing;
+        CO_ASSERT_OK(n);
+        EXPECT_EQ(*n, m.size());
+        fired += racing.timer_fired() ? 1 : 0;
+      } else {
+        auto racing = with_deadline(pair->client.write_all(m), clock::now() - 2ms);
+        CO_ASSERT_OK(co_await racing);
+        fired += racing.timer_fired() ? 1 : 0;
+      }
+      co_await catch_up(pair->server, received, static_cast<std::size_t>(i + 1) * 8);
+    }
+    expect_stream_of_messages(received, rounds);
+    EXPECT_GT(fired, 0) << "the race was never exercised";
+  }());
+}
+
+task<void> read_once(tcp_stream& s, bool& finished) {
+  std::byte buf[64];  // in the frame: the kernel must be done with it before the frame goes
+  (void)co_await s.read(buf);
+  finished = true;
+}
+
+task<void> read_once_under_timeout(tcp_stream& s, bool& finished) {
+  std::byte buf[64];
+  (void)co_await with_timeout(s.read(buf), 10s);
+  finished = true;
+}
+
+// After the reader is gone, data the peer sends goes to the next read: no read of the old
+// frame is still armed in the kernel to steal it (into freed memory).
+task<void> expect_next_read_gets(tcp_stream& client, tcp_stream& server, std::string_view text) {
+  CO_ASSERT_OK(co_await client.write_all(bytes_of(text)));
+  std::vector<std::byte> buf(text.size());
+  auto n = co_await with_timeout(read_exactly(server, buf), 2s);
+  CO_ASSERT_OK(n);
+  EXPECT_EQ(text_of(std::span(buf.data(), *n)), text);
+}
+
+TEST(timeout_io, spawned_reader_destroyed_at_shutdown_leaves_no_read_in_flight) {
+  auto pair = run([]() -> task<result<stream_pair>> { co_return co_await connect_pair(); }());
+  ASSERT_TRUE(pair) << pair.error().message();
+  bool finished = false;
+  run([](stream_pair& p, bool& done) -> task<void> {
+    spawn(read_once(p.server, done));
+    spawn(read_once_under_timeout(p.client, done));
+    co_await sleep_for(10ms);  // both suspended on their reads when run() returns
+  }(*pair, finished));
+  EXPECT_FALSE(finished);
+  run([](stream_pair& p) -> task<void> {  // a new loop, the same sockets
+    co_await expect_next_read_gets(p.client, p.server, "after the first loop");
+    co_await expect_next_read_gets(p.server, p.client, "and the other way");
+  }(*pair));
+}
+
+TEST(timeout_io, task_destroyed_while_suspended_on_a_read_cancels_it_at_once) {
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    const std::size_t timers_before = pending_timers();
+    bool finished = false;
+    frame_holder holder = hold(read_once_under_timeout(pair->server, finished));
+    co_await sleep_for(5ms);  // the read's SQE is in the kernel now
+    EXPECT_FALSE(finished);
+    EXPECT_EQ(pending_timers(), timers_before + 1);  // the with_timeout timer
+
+    const auto before = loop_stats();
+    holder.frame.destroy();  // destroys the task<void> in it, and the suspended reader
+    // The cancelled read's completion was waited for before destroy() returned, and the
+    // timer was unlinked: nothing of the frame is left in the ring or the wheel.
+    EXPECT_GE(loop_stats().completions, before.completions + 1);
+    EXPECT_EQ(pending_timers(), timers_before);
+    EXPECT_FALSE(finished);
+
+    co_await expect_next_read_gets(pair->client, pair->server, "still works");
+    // A plain read (no timeout) destroyed the same way.
+    frame_holder plain = hold(read_once(pair->server, finished));
+    co_await yield();
+    plain.frame.destroy();
+    co_await expect_next_read_gets(pair->client, pair->server, "and again");
+  }());
+}
+
+TEST(timeout_io, write_all_destroyed_mid_transfer_stops_after_what_was_sent) {
+  static constexpr std::size_t total = 8 << 20;
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    CO_ASSERT_OK(pair->client.set_send_buffer_size(32 * 1024));
+    std::vector<std::byte> data(total);
+    for (std::size_t i = 0; i < total; ++i) data[i] = pattern_at(i);
+    auto writer = [](tcp_stream& s, std::span<const std::byte> d) -> task<void> {
+      (void)co_await s.write_all(d);
+      ADD_FAILURE() << "write_all finished although nobody reads";
+    };
+    frame_holder holder = hold(writer(pair->client, data));
+    co_await sleep_for(5ms);  // a partial send done, the next one waiting for room
+    holder.frame.destroy();
+
+    // The peer gets a prefix of the pattern, then whatever is written next: no send of the
+    // destroyed write_all was still queued or re-submitted after it.
+    CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("tail")));
+    CO_ASSERT_OK(co_await pair->client.shutdown());
+    std::vector<std::byte> got;
+    std::vector<std::byte> buf(64 * 1024);
+    for (;;) {
+      auto n = co_await with_timeout(pair->server.read(buf), 5s);
+      CO_ASSERT_OK(n);
+      if (*n == 0) break;
+      got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+    }
+    CO_ASSERT_TRUE(got.size() >= 4);
+    const std::size_t prefix = got.size() - 4;
+    EXPECT_GT(prefix, 0u);
+    EXPECT_LT(prefix, total);
+    for (std::size_t i = 0; i < prefix; ++i) {
+      if (got[i] != pattern_at(i)) {
+        ADD_FAILURE() << "byte " << i << " of the prefix is wrong";
+        break;
+      }
+    }
+    EXPECT_EQ(text_of(std::span(got).subspan(prefix)), "tail");
+  }());
+}
+
+TEST(timeout_io, accept_times_out_and_the_listener_keeps_later_connections) {
+  run(
+      []() -> task<void> {
+        auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
+        CO_ASSERT_OK(listener);
+        const auto start = loop_now();
+        auto none = co_await with_timeout(listener->accept(), 30ms);
+        EXPECT_EQ(none.error(), errc::timed_out);
+        EXPECT_GE(loop_now() - start, 30ms);
+        auto c = co_await tcp_stream::connect(listener->local_address());
+        CO_ASSERT_OK(c);
+        auto s = co_await with_timeout(listener->accept(), 1s);
+        CO_ASSERT_OK(s);
+        EXPECT_EQ(s->peer_address().value(), c->local_address().value());
+      }(),
+      paused());
+}
+
+TEST(timeout_io, accept_racing_its_timeout_loses_no_connection) {
+  static const int rounds = scaled(300);
+  run(
+      []() -> task<void> {
+        auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
+        CO_ASSERT_OK(listener);
+        std::vector<tcp_stream> clients;
+        int accepted = 0;
+        int timed_out = 0;
+        static constexpr clock::duration offsets[] = {-200us, 0us, 100us, 0us, 200us};
+        for (int i = 0; i < rounds; ++i) {
+          const clock::time_point at = clock::now() + 1ms;
+          auto connect_at = [](socket_address to, clock::time_point when, std::vector<tcp_stream>& out) -> task<void> {
+            co_await sleep_until(when);
+            auto c = co_await tcp_stream::connect(to);
+            CO_ASSERT_OK(c);
+            out.push_back(std::move(*c));
+          };
+          spawn(connect_at(listener->local_address(), at + offsets[i % std::size(offsets)], clients));
+          auto s = co_await with_deadline(listener->accept(), at);
+          if (s)
+            ++accepted;
+          else {
+            EXPECT_EQ(s.error(), errc::timed_out);
+            ++timed_out;
+          }
+        }
+        while (clients.size() < static_cast<std::size_t>(rounds)) co_await sleep_for(1ms);
+        while (accepted < rounds) {  // every connection is still there for a later accept
+          auto s = co_await with_timeout(listener->accept(), 2s);
+          CO_ASSERT_OK(s);
+          ++accepted;
+        }
+        auto extra = co_await with_timeout(listener->accept(), 20ms);
+        EXPECT_EQ(extra.error(), errc::timed_out);
+        EXPECT_GT(timed_out, 0);
+      }(),
+      runtime_options{.tick = 100us});
+}
+
+TEST(timeout_io, task_destroyed_while_waiting_in_accept_leaves_the_connection_to_the_next) {
+  run([]() -> task<void> {
+    auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
+    CO_ASSERT_OK(listener);
+    auto accept_once = [](tcp_listener& l) -> task<void> {
+      (void)co_await l.accept();
+      ADD_FAILURE() << "a destroyed accept() completed";
+    };
+    frame_holder holder = hold(accept_once(*listener));
+    co_await yield();
+    holder.frame.destroy();
+    auto c = co_await tcp_stream::connect(listener->local_address());
+    CO_ASSERT_OK(c);
+    auto s = co_await with_timeout(listener->accept(), 1s);
+    CO_ASSERT_OK(s);
+  }());
+}
+
+TEST(timeout_io, connect_completes_within_its_timeout) {
+  run([]() -> task<void> {
+    auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
+    CO_ASSERT_OK(listener);
+    auto c = co_await with_timeout(tcp_stream::connect(listener->local_address()), 1s);
+    CO_ASSERT_OK(c);
+    EXPECT_TRUE(c->is_open());
+    auto refused_addr = listener->local_address();
+    listener->close();
+    auto r = co_await with_timeout(tcp_stream::connect(refused_addr), 1s);
+    EXPECT_EQ(r.error(), errc::connection_refused);  // an error, not a timeout
+  }());
+}
+
+TEST(timeout_io, connect_to_a_full_accept_queue_times_out_and_closes_its_socket) {
+  // Loopback can make a connect hang: a listener whose accept queue is full drops SYNs, and
+  // the client retransmits only after a second. backlog 0 leaves room for one connection.
+  run([]() -> task<void> {
+    auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0), listen_options{.backlog = 0});
+    CO_ASSERT_OK(listener);
+    std::vector<tcp_stream> queued;
+    result<tcp_stream> hung = errc::operation_in_progress;
+    int fds_before = 0;
+    for (int i = 0; i < 8; ++i) {
+      fds_before = open_descriptors();
+      auto c = co_await with_timeout(tcp_stream::connect(listener->local_address()), 100ms);
+      if (!c) {
+        hung = std::move(c);
+        break;
+      }
+      queued.push_back(std::move(*c));
+    }
+    CO_ASSERT_TRUE(!hung);
+    EXPECT_EQ(hung.error(), errc::timed_out) << hung.error().message();
+    EXPECT_GE(queued.size(), 1u);
+    EXPECT_EQ(open_descriptors(), fds_before);  // the cancelled connect's socket is closed
+
+    // Taking the queued connections makes room: connecting works again.
+    for (std::size_t i = 0; i < queued.size(); ++i) {
+      auto s = co_await with_timeout(listener->accept(), 1s);
+      CO_ASSERT_OK(s);
+    }
+    auto again = co_await with_timeout(tcp_stream::connect(listener->local_address()), 2s);
+    CO_ASSERT_OK(again);
+  }());
+}
+
+}  // namespace
+}  // namespace cogwheel
