@@ -366,19 +366,28 @@ TEST(tcp, two_listeners_share_a_port_with_reuse_port) {
       conns.push_back(std::move(*c));
     }
     // The kernel spreads connections over both by a hash of the 4-tuple: with 64 clients the
-    // chance that one listener gets none is 2^-63.
+    // chance that one listener gets none is 2^-63. Both drain at once until every connection
+    // is in; then the one that took the last closes both listeners, cancelling the other's
+    // waiting accept().
     int counts[2] = {0, 0};
-    tcp_listener* listeners[2] = {&*first, &*second};
-    for (int i = 0; i < 2; ++i) {
-      for (;;) {
-        auto s = co_await with_timeout(listeners[i]->accept(), 100ms);
+    int total = 0;
+    auto drain = [](tcp_listener& mine, tcp_listener& other, int& count, int& all) -> task<void> {
+      while (all < clients) {
+        auto s = co_await with_timeout(mine.accept(), 5s);
         if (!s) {
-          EXPECT_EQ(s.error(), errc::timed_out);
-          break;
+          EXPECT_EQ(s.error(), errc::operation_canceled) << s.error().message();
+          co_return;
         }
-        ++counts[i];
+        ++count;
+        if (++all == clients) {
+          other.close();
+          mine.close();
+        }
       }
-    }
+    };
+    CO_ASSERT_OK(co_await with_timeout(together(drain(*first, *second, counts[0], total),
+                                                drain(*second, *first, counts[1], total)),
+                                       10s));
     EXPECT_EQ(counts[0] + counts[1], clients);
     EXPECT_GT(counts[0], 0);
     EXPECT_GT(counts[1], 0);

@@ -655,7 +655,9 @@ TEST(timeout_io, connect_to_a_full_accept_queue_times_out_and_closes_its_socket)
     int fds_before = 0;
     for (int i = 0; i < 8; ++i) {
       fds_before = open_descriptors();
-      auto c = co_await with_timeout(tcp_stream::connect(listener->local_address()), 100ms);
+      // Long enough for a loopback connect on a loaded machine, shorter than the first SYN
+      // retransmission (1 s).
+      auto c = co_await with_timeout(tcp_stream::connect(listener->local_address()), 300ms);
       if (!c) {
         hung = std::move(c);
         break;
