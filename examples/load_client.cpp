@@ -3,7 +3,7 @@
 // Used by the demo and the benchmarks; runs on its own cores, in its own process.
 //
 // Usage: load_client --to=127.0.0.1:7000 [--connections=1000] [--size=64] [--duration-ms=5000]
-//                    [--cores=1] [--idle=0]
+//                    [--cores=1] [--idle=0] [--no-pin]
 //   --idle=N additionally opens N connections that never send (they hold descriptors and the
 //   server's idle deadlines; the server should kick them).
 // Prints one line "round_trips=... seconds=... rt_per_s=... p50_us=... p99_us=... cpu_s=...".
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   const double cpu0 = examples::process_cpu_seconds();
   const auto start = clock::now();
   const auto until = start + duration;
-  runtime rt(runtime_options{.cores = cores, .sq_entries = 4096});
+  runtime rt(runtime_options{.cores = cores, .sq_entries = 4096, .pin_threads = !examples::has_flag(argc, argv, "no-pin")});
   rt.run([&](unsigned core) -> task<void> {
     for (long i = core; i < connections; i += cores) spawn(talker(*to, size, until, t));
     for (long i = core; i < idle; i += cores) spawn(idler(*to, until + 1s, t));
