@@ -80,7 +80,12 @@ void acceptor::arm() {
 
 void acceptor::deliver(int fd_or_error) noexcept {
   if (waiting_.empty()) {
-    accepted_.push_back(fd_or_error);
+    // An error nobody has seen yet is kept once: back-off retries that fail again while no
+    // accept() waits do not pile up stale copies for later callers.
+    if (fd_or_error < 0 && !accepted_.empty() && accepted_.back() < 0)
+      accepted_.back() = fd_or_error;
+    else
+      accepted_.push_back(fd_or_error);
     return;
   }
   accept_operation* op = waiting_.front();
