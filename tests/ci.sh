@@ -3,7 +3,8 @@
 #   1. CMake Release build (g++, -Werror) and every test;
 #   2. Meson release build (g++, -Werror) and the same tests;
 #   3. CMake Debug build with -fsanitize=address,undefined and every test again;
-#   4. the libFuzzer differential target (clang-16) for a bounded time.
+#   4. CMake Debug build with -fsanitize=thread and the multi-core tests (label multicore);
+#   5. the libFuzzer differential target (clang-16) for a bounded time.
 # Build trees go under build/ci-*. Prints a summary line per stage; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,12 @@ cmake -S . -B build/ci-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=
 cmake --build build/ci-asan -j "$jobs"
 (cd build/ci-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   COGWHEEL_TEST_SCALE=${COGWHEEL_TEST_SCALE:-0.1} ctest --output-on-failure -j "$jobs")
+
+stage "cmake debug + thread sanitizer (multicore tests)"
+cmake -S . -B build/ci-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 \
+  -DCOGWHEEL_SANITIZE=thread -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON >/dev/null
+cmake --build build/ci-tsan -j "$jobs"
+(cd build/ci-tsan && TSAN_OPTIONS=halt_on_error=1 ctest -L multicore --output-on-failure -j "$jobs")
 
 if [ -d tests/fuzz ]; then
   stage "libFuzzer differential check (clang-16, ${fuzz_seconds}s)"

@@ -46,6 +46,9 @@ runtime::runtime(runtime_options options) : options_(options) {
     const unsigned hw = std::thread::hardware_concurrency();
     cores_ = hw == 0 ? 1 : hw;
   }
+  // Allocated here, not in run(): stop() may read it from any thread at any time, so it must
+  // not be assigned while the runtime exists (only its atomic entries change).
+  loops_ = std::make_unique<std::atomic<detail::event_loop*>[]>(cores_);
 }
 
 runtime::~runtime() {
@@ -55,9 +58,11 @@ runtime::~runtime() {
 
 void runtime::stop() noexcept {
   stopping_.store(true);
-  if (!loops_) return;
+  // Counted while it uses the loops: run() waits for it before destroying them.
+  stop_calls_.fetch_add(1);
   for (unsigned i = 0; i < cores_; ++i)
     if (detail::event_loop* loop = loops_[i].load()) loop->request_stop();
+  stop_calls_.fetch_sub(1);
 }
 
 void runtime::fail(std::exception_ptr e) noexcept {
@@ -73,7 +78,6 @@ void runtime::core_finished() noexcept {
 }
 
 void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
-  loops_ = std::make_unique<std::atomic<detail::event_loop*>[]>(cores_);
   std::vector<std::unique_ptr<detail::event_loop>> owned(cores_);
   running_.store(cores_);
   stopping_.store(false);
@@ -125,6 +129,9 @@ void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
     ::signal(SIGTERM, SIG_DFL);
   }
   for (unsigned i = 0; i < cores_; ++i) loops_[i].store(nullptr);
+  // A stop() from another thread may have loaded a loop before it was unpublished: wait until
+  // no stop() is under way (seq_cst: one that starts later sees only nulls).
+  while (stop_calls_.load() != 0) std::this_thread::yield();
   owned.clear();
   if (error_) std::rethrow_exception(error_);
 }
@@ -140,7 +147,18 @@ void runtime::core_main(unsigned core, const std::function<task<void>(unsigned)>
     return std::noop_coroutine();
   };
   main.start(detail::continuation(finished, &done), nullptr).resume();
+  bool checked = false;
   loop.run_until([&] {
+    if (done && !checked) {
+      checked = true;
+      // A main task that failed stops the runtime now: its exception must not wait for the
+      // other cores to run out of work (a server's never would), hidden until then.
+      try {
+        main.take();
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    }
     if (!counted && done && !loop.has_spawned()) {
       counted = true;
       core_finished();
@@ -149,7 +167,6 @@ void runtime::core_main(unsigned core, const std::function<task<void>(unsigned)>
   });
   if (!counted) core_finished();
   loop.destroy_spawned();
-  if (done) main.take();  // rethrows the main task's exception
 }
 
 }  // namespace cogwheel

@@ -9,6 +9,7 @@
 // A deadline belongs to the core that created it: construct, reset and destroy it there.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include <cogwheel/runtime/detail/event_loop.hpp>
@@ -28,6 +29,10 @@ class deadline : private timer::timer_node {
  public:
   // Expires from_now after the current time. Precondition: called on a cogwheel loop thread.
   explicit deadline(clock::duration from_now);
+  // Any other duration type (hours::max() included) converts with saturation.
+  template <class Rep, class Period>
+  explicit deadline(std::chrono::duration<Rep, Period> from_now)
+      : deadline(detail::saturating_duration(from_now)) {}
   deadline(const deadline&) = delete;
   deadline& operator=(const deadline&) = delete;
   ~deadline();
@@ -35,6 +40,10 @@ class deadline : private timer::timer_node {
   // Moves the expiry to from_now after the current time, later or earlier. O(1) on the wheel.
   // A deadline that had expired becomes pending again.
   void reset(clock::duration from_now);
+  template <class Rep, class Period>
+  void reset(std::chrono::duration<Rep, Period> from_now) {
+    reset(detail::saturating_duration(from_now));
+  }
   void reset_to(clock::time_point expiry);
 
   clock::time_point expiry() const noexcept { return expiry_; }

@@ -30,9 +30,10 @@ class runtime {
   ~runtime();
 
   // Starts one loop per core and runs per_core_main(core) on each. Returns when every core's
-  // main task and the tasks spawned on it have finished, or after stop(). Pending timers and
-  // operations are then cancelled and every coroutine frame destroyed. Rethrows the first
-  // exception of a main task, or the ring set-up error of any core.
+  // main task and the tasks spawned on it have finished, or after stop(), or as soon as a main
+  // task has ended with an exception. Pending timers and operations are then cancelled and
+  // every coroutine frame destroyed. Rethrows the first exception of a main task, or the ring
+  // set-up error of any core.
   void run(std::function<task<void>(unsigned core)> per_core_main);
 
   // Thread-safe, and async-signal-safe: makes run() wind down.
@@ -48,9 +49,11 @@ class runtime {
   runtime_options options_;
   unsigned cores_;
   // Core i's loop while run() runs (null before it exists and after run()); atomics because
-  // stop() may read them from any thread or a signal handler.
+  // stop() may read them from any thread or a signal handler. The array itself lives as long
+  // as the runtime.
   std::unique_ptr<std::atomic<detail::event_loop*>[]> loops_;
   std::atomic<unsigned> running_{0};        // cores whose work has not finished yet
+  std::atomic<unsigned> stop_calls_{0};     // stop() calls using loops_ right now
   std::atomic<bool> stopping_{false};
   std::mutex error_mu_;
   std::exception_ptr error_;
@@ -92,13 +95,15 @@ struct submit_state {
   }
 };
 
-template <class T>
-task<void> run_submitted(std::shared_ptr<submit_state<T>> st, task<T> work) {
+// Calls f and awaits the task it returns. f lives in this frame until that task has finished:
+// when f is a lambda coroutine, its captures live in the lambda object, not in the task's frame.
+template <class T, class F>
+task<void> run_submitted(std::shared_ptr<submit_state<T>> st, F f) {
   try {
     if constexpr (std::is_void_v<T>) {
-      co_await std::move(work);
+      co_await f();
     } else {
-      st->value.emplace(co_await std::move(work));
+      st->value.emplace(co_await f());
     }
   } catch (...) {
     st->error = std::current_exception();
@@ -130,7 +135,7 @@ class submit_awaiter {
     state_->home = &home;
     target->post_remote([st = state_, f = std::move(f_)]() mutable {
       if constexpr (std::is_same_v<R, task<T>>) {
-        spawn(run_submitted<T>(st, f()));
+        spawn(run_submitted<T>(st, std::move(f)));
       } else {
         try {
           if constexpr (std::is_void_v<T>)

@@ -2,6 +2,7 @@
 // coroutine frame: registering it in the core's wheel (or heap) allocates nothing.
 #pragma once
 
+#include <chrono>
 #include <coroutine>
 
 #include <cogwheel/runtime/detail/event_loop.hpp>
@@ -15,6 +16,19 @@ namespace detail {
 clock::time_point saturating_add(clock::time_point now, clock::duration d) noexcept;
 // The time a new deadline counts from: clock::now(), or the virtual time of a paused clock.
 clock::time_point current_time() noexcept;
+
+// d as a clock::duration, saturating at its min()/max() instead of overflowing: the implicit
+// conversion of e.g. hours::max() to nanoseconds wraps around to a negative duration, which
+// would turn "sleep forever" into "complete at once".
+template <class Rep, class Period>
+constexpr clock::duration saturating_duration(std::chrono::duration<Rep, Period> d) noexcept {
+  // long double holds every clock::duration count exactly (64-bit mantissa), so these
+  // comparisons are exact where it matters and cannot overflow.
+  const long double ns = std::chrono::duration<long double, std::nano>(d).count();
+  if (ns >= static_cast<long double>(clock::duration::max().count())) return clock::duration::max();
+  if (ns <= static_cast<long double>(clock::duration::min().count())) return clock::duration::min();
+  return std::chrono::duration_cast<clock::duration>(d);
+}
 }  // namespace detail
 
 // Completes when the core's timer queue reaches its deadline (never before; at most one tick
@@ -35,7 +49,10 @@ class sleep_operation : public detail::operation_base<sleep_operation>, private 
   std::coroutine_handle<> start(detail::continuation c) {
     loop_ = &detail::current_loop();
     continuation_ = c;
-    loop_->timers().schedule(*this, deadline_);
+    // A deadline the loop's time has reached is due now. Filed at its own time it would round
+    // up to the next tick boundary, and the loop would sleep up to a tick before the "next
+    // iteration" (a paused clock would jump): file it as overdue instead.
+    loop_->timers().schedule(*this, deadline_ <= loop_->now() ? clock::time_point::min() : deadline_);
     return std::noop_coroutine();
   }
   void cancel() noexcept {
@@ -59,7 +76,13 @@ class sleep_operation : public detail::operation_base<sleep_operation>, private 
 // Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that
 // now + d overflows sleeps until time_point::max() (forever, in practice).
 inline sleep_operation sleep_for(clock::duration d) noexcept {
+  if (d <= clock::duration::zero()) return sleep_operation(clock::time_point::min());  // due now
   return sleep_operation(detail::saturating_add(detail::current_time(), d));
+}
+// Any other duration type (hours::max() included) converts with saturation.
+template <class Rep, class Period>
+sleep_operation sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
+  return sleep_for(detail::saturating_duration(d));
 }
 
 inline sleep_operation sleep_until(clock::time_point t) noexcept { return sleep_operation(t); }

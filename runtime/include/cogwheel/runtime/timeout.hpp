@@ -13,6 +13,7 @@
 // in the awaiting coroutine's frame: nothing is allocated.
 #pragma once
 
+#include <chrono>
 #include <coroutine>
 #include <type_traits>
 #include <utility>
@@ -42,8 +43,10 @@ class task_operation {
   T result() { return task_.take(); }
 
  private:
-  task<T> task_;
+  // Declared first, destroyed last: destroying a suspended task's frame detaches its operation
+  // from stop_.
   stop_source stop_;
+  task<T> task_;
 };
 
 template <class Op>
@@ -111,7 +114,10 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
     }
     started_ = true;
     std::coroutine_handle<> next = op_.start(continuation(&timeout_awaiter::on_done, this));
-    if (parent_stop_ != nullptr && parent_stop_->stop_requested()) op_.cancel();
+    if (parent_stop_ != nullptr && parent_stop_->stop_requested()) {
+      stopped_ = true;
+      op_.cancel();
+    }
     return next;
   }
 
@@ -120,6 +126,9 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
     if constexpr (std::is_void_v<op_result>) {
       op_.result();
       if (fired_) return result_type(errc::timed_out);
+      // A void operation (a sleep) cannot say that it was cut short: say it for it, or the
+      // stopped caller would take a cancelled sleep for a completed one.
+      if (stopped_) return result_type(errc::operation_canceled);
       return result_type();
     } else if constexpr (is_result_v<op_result>) {
       op_result r = op_.result();
@@ -145,7 +154,9 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   static void on_deadline_thunk(deadline_waiter& w) noexcept { static_cast<timeout_awaiter&>(w).fire(); }
   static void on_parent_stop(cancel_hook& h) noexcept {
     auto& self = static_cast<timeout_awaiter&>(h);
-    if (!self.done_) self.op_.cancel();  // the caller itself is being stopped: not a timeout
+    if (self.done_) return;
+    self.stopped_ = true;  // the caller itself is being stopped: not a timeout
+    self.op_.cancel();
   }
   static std::coroutine_handle<> on_done(void* p) noexcept {
     auto& self = *static_cast<timeout_awaiter*>(p);
@@ -167,6 +178,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   std::coroutine_handle<> awaiting_;
   bool started_ = false;
   bool fired_ = false;
+  bool stopped_ = false;
   bool done_ = false;
 };
 
@@ -186,10 +198,12 @@ template <class Op>
 }
 
 // d <= 0 times out at the next loop iteration unless op completes at once; a d so large that
-// now + d overflows never times out.
-template <class Op>
-[[nodiscard]] auto with_timeout(Op&& op, clock::duration d) {
-  return with_deadline(std::forward<Op>(op), detail::saturating_add(detail::current_time(), d));
+// now + d overflows (hours::max() included: any duration type converts with saturation) never
+// times out.
+template <class Op, class Rep, class Period>
+[[nodiscard]] auto with_timeout(Op&& op, std::chrono::duration<Rep, Period> d) {
+  return with_deadline(std::forward<Op>(op),
+                       detail::saturating_add(detail::current_time(), detail::saturating_duration(d)));
 }
 
 }  // namespace cogwheel

@@ -4,10 +4,12 @@
 // (a timeout above it) is passed on to every task.
 #pragma once
 
+#include <array>
 #include <coroutine>
 #include <cstddef>
 #include <exception>
 #include <memory>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -26,21 +28,26 @@ using when_all_value_t = std::conditional_t<std::is_void_v<T>, std::monostate, T
 
 // Counts finished children; the awaiter itself holds one count while it starts them, so the
 // parent is never resumed from inside its own await_suspend.
+//
+// Each child runs with a stop source of its own (owned by the awaiter): a stop_source holds the
+// hook of the one operation its chain is suspended on, so children sharing one would overwrite
+// each other's hooks and a stop would reach only the last child to suspend.
 class when_all_latch : private cancel_hook {
  public:
   explicit when_all_latch(std::size_t children) noexcept : pending_(children + 1) {}
 
   continuation child_continuation() noexcept { return continuation(&when_all_latch::on_child_done, this); }
-  stop_source* child_stop() noexcept { return &children_stop_; }
 
-  // Call after starting every child. Returns whether the parent must stay suspended.
+  // Call after starting every child, child i with child_stops[i], which must outlive the
+  // children. Returns whether the parent must stay suspended.
   template <class Promise>
-  bool arm(std::coroutine_handle<Promise> parent) noexcept {
+  bool arm(std::coroutine_handle<Promise> parent, std::span<stop_source> child_stops) noexcept {
     parent_ = parent;
     parent_stop_ = stop_source_of(parent);
+    child_stops_ = child_stops;
     if (--pending_ == 0) return false;
     if (parent_stop_ != nullptr) {
-      if (parent_stop_->stop_requested()) children_stop_.request_stop();
+      if (parent_stop_->stop_requested()) stop_children();
       on_cancel = &when_all_latch::on_parent_stop;
       parent_stop_->attach(*this);
     }
@@ -60,14 +67,15 @@ class when_all_latch : private cancel_hook {
     }
     return self.parent_;
   }
-  static void on_parent_stop(cancel_hook& h) noexcept {
-    static_cast<when_all_latch&>(h).children_stop_.request_stop();
+  static void on_parent_stop(cancel_hook& h) noexcept { static_cast<when_all_latch&>(h).stop_children(); }
+  void stop_children() noexcept {
+    for (stop_source& s : child_stops_) s.request_stop();
   }
 
   std::size_t pending_;
   std::coroutine_handle<> parent_;
   stop_source* parent_stop_ = nullptr;
-  stop_source children_stop_;
+  std::span<stop_source> child_stops_;
 };
 
 template <class... Ts>
@@ -78,8 +86,9 @@ class when_all_awaiter {
   bool await_ready() const noexcept { return sizeof...(Ts) == 0; }
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> parent) {
-    std::apply([&](auto&... t) { (t.start(latch_.child_continuation(), latch_.child_stop()).resume(), ...); }, tasks_);
-    return latch_.arm(parent);
+    std::size_t i = 0;
+    std::apply([&](auto&... t) { (t.start(latch_.child_continuation(), &stops_[i++]).resume(), ...); }, tasks_);
+    return latch_.arm(parent, stops_);
   }
   std::tuple<when_all_value_t<Ts>...> await_resume() {
     std::exception_ptr first;
@@ -102,6 +111,9 @@ class when_all_awaiter {
   }
 
  private:
+  // Declared first, destroyed last: destroying a suspended child's frame detaches its
+  // operation from its stop source.
+  std::array<stop_source, sizeof...(Ts)> stops_{};
   std::tuple<task<Ts>...> tasks_;
   when_all_latch latch_;
 };
@@ -110,13 +122,14 @@ template <class T>
 class when_all_range_awaiter {
  public:
   explicit when_all_range_awaiter(std::vector<task<T>> tasks)
-      : tasks_(std::move(tasks)), latch_(std::make_unique<when_all_latch>(tasks_.size())) {}
+      : stops_(tasks.size()), tasks_(std::move(tasks)), latch_(std::make_unique<when_all_latch>(tasks_.size())) {}
 
   bool await_ready() const noexcept { return tasks_.empty(); }
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> parent) {
-    for (task<T>& t : tasks_) t.start(latch_->child_continuation(), latch_->child_stop()).resume();
-    return latch_->arm(parent);
+    for (std::size_t i = 0; i < tasks_.size(); ++i)
+      tasks_[i].start(latch_->child_continuation(), &stops_[i]).resume();
+    return latch_->arm(parent, stops_);
   }
   std::vector<when_all_value_t<T>> await_resume() {
     std::vector<when_all_value_t<T>> values;
@@ -140,6 +153,9 @@ class when_all_range_awaiter {
   }
 
  private:
+  // Declared first, destroyed last: destroying a suspended child's frame detaches its
+  // operation from its stop source.
+  std::vector<stop_source> stops_;
   std::vector<task<T>> tasks_;
   std::unique_ptr<when_all_latch> latch_;
 };

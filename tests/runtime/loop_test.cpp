@@ -1,0 +1,328 @@
+// The event loop itself: fairness between ready coroutines, timers and I/O; the paused clock;
+// interval ticks on a drift-free grid with missed ticks skipped and counted; a tiny ring that
+// overflows its queues without losing a completion; and a clear error when the ring cannot be
+// created.
+#include <cogwheel/runtime/detail/event_loop.hpp>
+
+#include <gtest/gtest.h>
+#include <liburing.h>
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/operation.hpp>
+#include <cogwheel/runtime/runtime.hpp>
+#include <cogwheel/runtime/sleep.hpp>
+#include <cogwheel/runtime/spawn.hpp>
+#include <cogwheel/runtime/stop.hpp>
+#include <cogwheel/runtime/task.hpp>
+#include <cogwheel/runtime/timeout.hpp>
+
+#include "test_support.hpp"
+
+namespace cogwheel {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The smallest kernel operation: one IORING_OP_NOP, following the operation protocol of
+// <cogwheel/runtime/operation.hpp> (as sleep_operation does) and completing from the loop's CQE
+// dispatch (as every socket operation does).
+class nop_operation : public detail::operation_base<nop_operation>, private detail::io_completion {
+ public:
+  nop_operation() noexcept { on_cqe = &nop_operation::on_complete; }
+  nop_operation(nop_operation&& o) noexcept : operation_base(std::move(o)) { on_cqe = &nop_operation::on_complete; }
+  ~nop_operation() {
+    if (in_flight_) {
+      continuation_ = {};
+      loop_->cancel_and_wait(*this, in_flight_);
+    }
+  }
+
+  std::coroutine_handle<> start(detail::continuation c) {
+    loop_ = &detail::current_loop();
+    continuation_ = c;
+    io_uring_sqe* sqe = loop_->get_sqe(*this);
+    io_uring_prep_nop(sqe);
+    in_flight_ = true;
+    return std::noop_coroutine();
+  }
+  void cancel() noexcept {}  // completes at once anyway
+  int result() const noexcept { return res_; }
+
+ private:
+  static void on_complete(detail::io_completion& c, int res, unsigned /*flags*/) noexcept {
+    auto& self = static_cast<nop_operation&>(c);
+    self.in_flight_ = false;
+    self.res_ = res;
+    if (self.continuation_) self.continuation_.complete().resume();
+  }
+
+  detail::event_loop* loop_ = nullptr;
+  detail::continuation continuation_;
+  int res_ = -1;
+  bool in_flight_ = false;
+};
+
+static_assert(cancellable_operation<nop_operation>);
+
+TEST(loop, yield_lets_other_coroutines_run) {
+  std::vector<int> trace;
+  run([](std::vector<int>& out) -> task<> {
+    spawn([](std::vector<int>& o) -> task<> {
+      for (int i = 0; i < 3; ++i) {
+        o.push_back(1);
+        co_await yield();
+      }
+    }(out));
+    for (int i = 0; i < 3; ++i) {
+      out.push_back(0);
+      co_await yield();
+    }
+  }(trace));
+  EXPECT_EQ(trace, (std::vector<int>{0, 1, 0, 1, 0, 1}));
+}
+
+TEST(loop, ready_budget_bounds_the_coroutines_resumed_per_iteration) {
+  runtime_options o;
+  o.ready_budget = 4;
+  const std::uint64_t iterations = run([]() -> task<std::uint64_t> {
+    int done = 0;
+    for (int i = 0; i < 16; ++i) spawn([](int& d) -> task<> {
+      ++d;
+      co_return;
+    }(done));
+    const std::uint64_t before = loop_stats().iterations;
+    while (done < 16) co_await yield();
+    co_return loop_stats().iterations - before;
+  }(), o);
+  EXPECT_GE(iterations, 4u);  // 16 starts plus our own yields, 4 per iteration
+}
+
+// Real clock, on purpose: a paused clock does not move while the loop is busy, and a
+// yield-loop keeps it busy forever.
+TEST(loop, endless_yield_loop_does_not_starve_timers_or_io) {
+  run([]() -> task<> {
+    std::size_t spins = 0;
+    spawn([](std::size_t& n) -> task<> {
+      for (;;) {
+        ++n;
+        co_await yield();
+      }
+    }(spins));
+    const auto start = clock::now();
+    co_await sleep_for(10ms);
+    EXPECT_LT(clock::now() - start, 5s);
+    EXPECT_GT(spins, 0u);
+    EXPECT_EQ(co_await nop_operation(), 0);  // I/O completes too
+    // The spinning task is destroyed when run() returns.
+  }());
+}
+
+TEST(loop, paused_clock_jumps_to_the_next_deadline_when_idle) {
+  const auto real_start = std::chrono::steady_clock::now();
+  run([]() -> task<> {
+    const auto start = test::loop_now();
+    const auto jumps = loop_stats().clock_jumps;
+    co_await sleep_for(1h);
+    EXPECT_GE(test::loop_now() - start, 1h);
+    EXPECT_LT(test::loop_now() - start, 1h + 1ms);
+    EXPECT_GT(loop_stats().clock_jumps, jumps);
+    EXPECT_LT(loop_stats().clock_jumps - jumps, 10u);  // one jump per wheel level at most
+  }(), test::paused());
+  EXPECT_LT(std::chrono::steady_clock::now() - real_start, 5s);
+}
+
+TEST(loop, paused_clock_does_not_move_while_work_is_ready) {
+  run([]() -> task<> {
+    const auto start = test::loop_now();
+    spawn([]() -> task<> { co_await sleep_for(1ms); }());  // a timer it could jump to
+    for (int i = 0; i < 100; ++i) co_await yield();
+    EXPECT_EQ(test::loop_now(), start);
+    EXPECT_EQ(loop_stats().clock_jumps, 0u);
+  }(), test::paused());
+}
+
+TEST(loop, paused_clock_does_not_jump_past_io_completions) {
+  run([]() -> task<> {
+    const auto start = test::loop_now();
+    spawn([]() -> task<> { co_await sleep_for(1h); }());
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(co_await nop_operation(), 0);
+    EXPECT_EQ(test::loop_now(), start);
+  }(), test::paused());
+}
+
+TEST(interval, ticks_on_a_grid_without_drift) {
+  run([]() -> task<> {
+    const auto start = test::loop_now();
+    interval every(100ms);
+    EXPECT_EQ(every.next_tick(), start + 100ms);
+    for (int i = 1; i <= 10; ++i) {
+      co_await every.next();
+      const auto at = test::loop_now() - start;
+      EXPECT_GE(at, i * 100ms);
+      EXPECT_LT(at, i * 100ms + 1ms);  // within a tick of the grid point, never accumulating
+      EXPECT_EQ(every.next_tick(), start + (i + 1) * 100ms);
+    }
+    EXPECT_EQ(every.missed_ticks(), 0u);
+  }(), test::paused());
+}
+
+TEST(interval, work_between_ticks_does_not_shift_the_grid) {
+  run([]() -> task<> {
+    const auto start = test::loop_now();
+    interval every(100ms);
+    for (int i = 1; i <= 10; ++i) {
+      co_await every.next();
+      co_await sleep_for(37ms);  // work that takes less than a period
+    }
+    EXPECT_GE(test::loop_now() - start, 1s + 37ms);
+    EXPECT_LT(test::loop_now() - start, 1s + 38ms);
+    EXPECT_EQ(every.missed_ticks(), 0u);
+  }(), test::paused());
+}
+
+// A paused clock can be "busy" too: the consumer is away (sleeping) for 3.5 periods, so grid
+// points 100, 200 and 300ms pass while nobody awaits the interval.
+TEST(interval, missed_ticks_are_skipped_and_counted) {
+  run([]() -> task<> {
+    const auto start = test::loop_now();
+    interval every(100ms);
+    co_await sleep_for(350ms);
+    co_await every.next();  // the late tick for 100ms, delivered at once
+    EXPECT_LT(test::loop_now() - start, 351ms);
+    EXPECT_EQ(every.missed_ticks(), 2u);  // 200 and 300ms were skipped
+    EXPECT_EQ(every.next_tick(), start + 400ms);
+    co_await every.next();
+    EXPECT_GE(test::loop_now() - start, 400ms);
+    EXPECT_LT(test::loop_now() - start, 401ms);
+  }(), test::paused());
+}
+
+// Real clock, on purpose: the loop is blocked by the coroutine itself (a blocking sleep of the
+// thread), as a long computation would block it.
+TEST(interval, missed_ticks_when_the_loop_was_blocked_are_skipped) {
+  run([]() -> task<> {
+    interval every(10ms);
+    co_await every.next();
+    std::this_thread::sleep_for(35ms);  // blocks the whole loop: ~3 grid points pass
+    co_await every.next();
+    EXPECT_GE(every.missed_ticks(), 2u);
+    EXPECT_LE(every.missed_ticks(), 10u);  // generous: the machine may be slow
+    const auto next = every.next_tick();
+    EXPECT_GT(next, clock::now() - 10ms);  // resumes on the grid, not in a burst
+    co_await every.next();
+    EXPECT_GE(clock::now(), next);
+  }());
+}
+
+TEST(interval, non_positive_period_is_rejected) {
+  run([]() -> task<> {
+    EXPECT_THROW(interval(0ms), std::invalid_argument);
+    EXPECT_THROW(interval(-1ms), std::invalid_argument);
+    co_return;
+  }());
+}
+
+// 10,000 NOPs in flight at once through a ring of 4 SQ and 8 CQ entries: get_sqe submits to make
+// room, the kernel keeps the CQEs the CQ has no room for, and every one is dispatched.
+TEST(loop, tiny_ring_completes_every_operation) {
+  const std::size_t n = test::scaled(10'000, 1'000);
+  runtime_options o;
+  o.sq_entries = 4;
+  o.cq_entries = 8;
+  const auto [completed, stats] = run([](std::size_t n) -> task<std::pair<std::size_t, detail::loop_stats>> {
+    std::size_t ok = 0;
+    for (std::size_t i = 0; i < n; ++i) spawn([](std::size_t& ok) -> task<> {
+      if (co_await nop_operation() == 0) ++ok;
+    }(ok));
+    while (ok < n) co_await sleep_for(1ms);
+    co_return std::pair{ok, loop_stats()};
+  }(n), o);
+  EXPECT_EQ(completed, n);
+  EXPECT_GE(stats.completions, n);
+  EXPECT_GT(stats.sq_full_flushes, 0u);
+  EXPECT_GT(stats.cq_overflows, 0u);
+  RecordProperty("sq_full_flushes", std::to_string(stats.sq_full_flushes));
+  RecordProperty("cq_overflows", std::to_string(stats.cq_overflows));
+}
+
+TEST(loop, io_operation_under_a_timeout_completes) {
+  run([]() -> task<> {
+    result<int> r = co_await with_timeout(nop_operation(), 1s);
+    CO_ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(*r, 0);
+  }());
+}
+
+// In a child process: makes io_uring_setup fail with `err` through a seccomp filter, then
+// creates a loop both ways. Exit status: 0 when both threw std::system_error with `err` and a
+// message containing every one of `words`, 1 otherwise, 77 when seccomp is unavailable.
+int child_with_io_uring_setup_failing(int err, const std::vector<std::string>& words) {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (static_cast<unsigned>(err) & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 77;
+  if (::syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return 77;
+
+  auto check = [&](const char* how, auto&& create) {
+    try {
+      create();
+      std::fprintf(stderr, "%s: no exception\n", how);
+      return false;
+    } catch (const std::system_error& e) {
+      const std::string what = e.what();
+      bool ok = e.code().value() == err;
+      for (const std::string& w : words) ok = ok && what.find(w) != std::string::npos;
+      if (!ok) std::fprintf(stderr, "%s: unexpected error %d: %s\n", how, e.code().value(), e.what());
+      return ok;
+    }
+  };
+  const bool single = check("run()", [] { run([]() -> task<> { co_return; }()); });
+  const bool multi = check("runtime::run()", [] {
+    runtime rt(runtime_options{.cores = 2});
+    rt.run([](unsigned) -> task<> { co_return; });
+  });
+  return single && multi ? 0 : 1;
+}
+
+void expect_setup_failure_message(int err, const std::vector<std::string>& words) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(child_with_io_uring_setup_failing(err, words));
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died with status " << status;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "seccomp filters are not available here";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(loop, ring_setup_forbidden_by_seccomp_fails_with_a_clear_message) {
+  expect_setup_failure_message(EPERM, {"kernel.io_uring_disabled", "seccomp", "io_uring_setup"});
+}
+
+TEST(loop, ring_setup_without_io_uring_fails_with_a_clear_message) {
+  expect_setup_failure_message(ENOSYS, {"io_uring", "CONFIG_IO_URING"});
+}
+
+}  // namespace
+}  // namespace cogwheel

@@ -1,0 +1,285 @@
+// The multi-core runtime: one loop per core with per-core mains, submit_to between cores
+// (values, task<T>s, exceptions), stop() from another thread and from a signal, and the main
+// tasks' exceptions. Labelled `multicore`: CI also runs these under ThreadSanitizer.
+#include <cogwheel/runtime/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <cogwheel/runtime/sleep.hpp>
+#include <cogwheel/runtime/spawn.hpp>
+#include <cogwheel/runtime/stop.hpp>
+#include <cogwheel/runtime/task.hpp>
+
+#include "test_support.hpp"
+
+namespace cogwheel {
+namespace {
+
+using namespace std::chrono_literals;
+
+runtime_options two_cores(runtime_options o = {}) {
+  o.cores = 2;
+  return o;
+}
+
+// Sets an atomic flag when destroyed, on whichever core's thread that happens.
+struct atomic_probe {
+  std::atomic<bool>* flag;
+  explicit atomic_probe(std::atomic<bool>& f) : flag(&f) {}
+  atomic_probe(atomic_probe&& o) noexcept : flag(std::exchange(o.flag, nullptr)) {}
+  ~atomic_probe() {
+    if (flag != nullptr) flag->store(true);
+  }
+};
+
+TEST(runtime, runs_one_main_per_core_each_on_its_own_core) {
+  std::mutex mu;
+  std::set<unsigned> seen;
+  runtime rt(two_cores());
+  EXPECT_EQ(rt.cores(), 2u);
+  rt.run([&](unsigned core) -> task<> {
+    EXPECT_EQ(this_core(), core);
+    co_await sleep_for(1ms);
+    EXPECT_EQ(this_core(), core);
+    std::lock_guard lock(mu);
+    seen.insert(this_core());
+  });
+  EXPECT_EQ(seen, (std::set<unsigned>{0, 1}));
+}
+
+TEST(runtime, default_options_use_every_cpu) {
+  runtime rt;
+  EXPECT_EQ(rt.cores(), std::max(1u, std::thread::hardware_concurrency()));
+}
+
+TEST(runtime, can_run_again) {
+  runtime rt(two_cores(test::paused()));
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<int> mains{0};
+    rt.run([&](unsigned) -> task<> {
+      co_await sleep_for(10ms);
+      ++mains;
+    });
+    EXPECT_EQ(mains.load(), 2);
+  }
+}
+
+TEST(runtime, spawned_tasks_keep_their_core_running_until_they_finish) {
+  std::atomic<int> finished{0};
+  runtime rt(two_cores(test::paused()));
+  rt.run([&](unsigned) -> task<> {
+    spawn([](std::atomic<int>& f) -> task<> {
+      co_await sleep_for(1h);
+      ++f;
+    }(finished));
+    co_return;  // main is done at once; its spawned task is not
+  });
+  EXPECT_EQ(finished.load(), 2);
+}
+
+TEST(submit_to, runs_the_function_on_the_target_core_and_returns_its_value) {
+  runtime rt(two_cores());
+  rt.run([](unsigned core) -> task<> {
+    if (core != 0) co_return;
+    const unsigned where = co_await submit_to(1, [] { return this_core(); });
+    EXPECT_EQ(where, 1u);
+    EXPECT_EQ(this_core(), 0u);  // resumed at home
+    const std::string s = co_await submit_to(1, [] { return std::string("from core 1"); });
+    EXPECT_EQ(s, "from core 1");
+    std::unique_ptr<int> p = co_await submit_to(1, [] { return std::make_unique<int>(3); });
+    EXPECT_EQ(*p, 3);
+    bool ran = false;
+    co_await submit_to(1, [&ran] { ran = true; });  // void; `ran` read back after the reply
+    EXPECT_TRUE(ran);
+  });
+}
+
+TEST(submit_to, ping_pong_of_a_counter_between_two_cores) {
+  const int rounds = static_cast<int>(test::scaled(10'000, 1'000));
+  int result = 0;
+  runtime rt(two_cores());
+  rt.run([&](unsigned core) -> task<> {
+    if (core != 0) co_return;
+    int v = 0;
+    for (int i = 0; i < rounds; ++i) {
+      v = co_await submit_to(1, [v] {
+        EXPECT_EQ(this_core(), 1u);
+        return v + 1;
+      });
+    }
+    result = v;
+  });
+  EXPECT_EQ(result, rounds);
+}
+
+TEST(submit_to, task_returning_functions_are_awaited_on_the_target_core) {
+  const int rounds = static_cast<int>(test::scaled(2'000, 200));
+  int result = 0;
+  runtime rt(two_cores());
+  rt.run([&](unsigned core) -> task<> {
+    if (core != 0) co_return;
+    int v = 0;
+    for (int i = 0; i < rounds; ++i) {
+      // The captures live in the lambda object: it must outlive the task it returns.
+      v = co_await submit_to(1, [v]() -> task<int> {
+        co_await yield();
+        EXPECT_EQ(this_core(), 1u);
+        co_return v + 1;
+      });
+    }
+    result = v;
+  });
+  EXPECT_EQ(result, rounds);
+}
+
+TEST(submit_to, both_cores_can_call_each_other_at_once) {
+  const int rounds = static_cast<int>(test::scaled(5'000, 500));
+  std::atomic<int> total{0};
+  runtime rt(two_cores());
+  rt.run([&](unsigned core) -> task<> {
+    const unsigned other = 1 - core;
+    int v = 0;
+    for (int i = 0; i < rounds; ++i) v = co_await submit_to(other, [v, other] {
+      EXPECT_EQ(this_core(), other);
+      return v + 1;
+    });
+    total += v;
+  });
+  EXPECT_EQ(total.load(), 2 * rounds);
+}
+
+TEST(submit_to, exception_in_the_function_propagates_to_the_caller) {
+  runtime rt(two_cores());
+  rt.run([](unsigned core) -> task<> {
+    if (core != 0) co_return;
+    EXPECT_THROW(co_await submit_to(1, []() -> int { throw std::runtime_error("on core 1"); }), std::runtime_error);
+    EXPECT_THROW(co_await submit_to(1, []() -> task<int> {
+                   co_await sleep_for(1ms);
+                   throw std::domain_error("in a task on core 1");
+                 }),
+                 std::domain_error);
+    try {
+      co_await submit_to(1, [] { throw std::invalid_argument("void"); });
+      ADD_FAILURE() << "no exception";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "void");
+    }
+    EXPECT_EQ(this_core(), 0u);
+  });
+}
+
+// Real clock, on purpose: the point is that an hour-long sleep does not keep run() waiting.
+TEST(runtime, stop_from_another_thread_returns_promptly_and_destroys_pending_frames) {
+  std::atomic<bool> destroyed[2] = {false, false};
+  std::atomic<int> sleeping{0};
+  runtime rt(two_cores());
+  // Started before run(), and synchronised with nothing (relaxed loads): stop() must be safe to
+  // call at any moment from any thread, which ThreadSanitizer checks. The wait only makes sure
+  // the stop comes while the cores sleep.
+  std::thread stopper([&] {
+    while (sleeping.load(std::memory_order_relaxed) < 2) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(20ms);
+    rt.stop();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  rt.run([&](unsigned core) -> task<> {
+    atomic_probe probe(destroyed[core]);
+    spawn([](atomic_probe) -> task<> { co_await sleep_for(1h); }(atomic_probe(destroyed[core])));
+    ++sleeping;
+    co_await sleep_for(1h);
+  });
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(destroyed[0].load());
+  EXPECT_TRUE(destroyed[1].load());
+}
+
+// Stops the runtime while both cores keep calling each other, at a different moment each round:
+// messages in flight when a loop shuts down are dropped with it, never run on a loop that has
+// shut down (the frames they would spawn would leak: LeakSanitizer checks).
+TEST(runtime, stop_while_cores_exchange_messages_leaves_nothing_behind) {
+  for (int round = 0; round < 100; ++round) {
+    runtime rt(two_cores());
+    std::atomic<int> started{0};
+    std::thread stopper([&] {
+      while (started.load() < 2) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::microseconds(100 + 20 * round));
+      rt.stop();
+    });
+    rt.run([&](unsigned core) -> task<> {
+      ++started;
+      for (int v = 0;;) {
+        if (v % 2 == 0)
+          v = co_await submit_to(1 - core, [v]() -> task<int> { co_return v + 1; });
+        else
+          v = co_await submit_to(1 - core, [v] { return v + 1; });
+      }
+    });
+    stopper.join();
+  }
+}
+
+// Real clock, on purpose, as above.
+TEST(runtime, sigint_stops_the_runtime_when_asked_to) {
+  runtime_options o = two_cores();
+  o.stop_on_signals = true;
+  std::atomic<bool> destroyed{false};
+  runtime rt(o);
+  const auto start = std::chrono::steady_clock::now();
+  rt.run([&](unsigned core) -> task<> {
+    atomic_probe probe(destroyed);
+    if (core == 1) {
+      co_await sleep_for(10ms);
+      std::raise(SIGINT);
+    }
+    co_await sleep_for(1h);
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(destroyed.load());
+  // The default disposition is back once run() returns.
+  struct sigaction sa {};
+  ::sigaction(SIGINT, nullptr, &sa);
+  EXPECT_EQ(sa.sa_handler, SIG_DFL);
+}
+
+TEST(runtime, main_task_exception_is_rethrown_by_run) {
+  runtime rt(two_cores(test::paused()));
+  EXPECT_THROW(rt.run([](unsigned core) -> task<> {
+                 co_await sleep_for(5ms);
+                 if (core == 1) throw std::runtime_error("core 1 failed");
+               }),
+               std::runtime_error);
+}
+
+// Real clock, on purpose: a failed main task must not leave run() waiting for the other cores
+// to run out of work (a server's never would).
+TEST(runtime, main_task_exception_stops_the_other_cores) {
+  runtime rt(two_cores());
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    rt.run([](unsigned core) -> task<> {
+      if (core == 1) {
+        co_await sleep_for(10ms);
+        throw std::runtime_error("core 1 failed");
+      }
+      co_await sleep_for(1h);
+    });
+    ADD_FAILURE() << "run() did not rethrow";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "core 1 failed");
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+}  // namespace
+}  // namespace cogwheel
