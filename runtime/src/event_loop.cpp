@@ -215,9 +215,13 @@ void event_loop::dispatch(const cqe_copy& c) noexcept {
 void event_loop::run_once() {
   now_ = read_clock();
   ++stats_.iterations;
-  stats_.timers_fired += timers_.advance(now_);
-  if (measure_timers_)
-    stats_.timer_ns += static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - now_).count());
+  if (measure_timers_) {
+    const auto t0 = clock::now();  // a real clock even when the loop's is paused
+    stats_.timers_fired += timers_.advance(now_);
+    stats_.timer_ns += static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - t0).count());
+  } else {
+    stats_.timers_fired += timers_.advance(now_);
+  }
   while (!expired_.empty()) expired_.pop().complete().resume();
   run_ready();
   wait_and_reap();
