@@ -230,6 +230,24 @@ TEST(interval, missed_ticks_when_the_loop_was_blocked_are_skipped) {
   }());
 }
 
+TEST(interval, tick_cut_short_by_a_timeout_keeps_its_grid_point) {
+  run([]() -> task<> {
+    const auto start = test::loop_now();
+    interval every(100ms);
+    result<void> r = co_await with_timeout(every.next(), 10ms);
+    EXPECT_EQ(r.error(), errc::timed_out);
+    EXPECT_EQ(every.next_tick(), start + 100ms);
+    co_await every.next();  // the 100ms tick, not lost to the timeout
+    EXPECT_GE(test::loop_now() - start, 100ms);
+    EXPECT_LT(test::loop_now() - start, 101ms);
+    EXPECT_EQ(every.missed_ticks(), 0u);
+    r = co_await with_timeout(every.next(), 1s);
+    EXPECT_TRUE(r.has_value());
+    EXPECT_GE(test::loop_now() - start, 200ms);
+    EXPECT_LT(test::loop_now() - start, 201ms);
+  }(), test::paused());
+}
+
 TEST(interval, non_positive_period_is_rejected) {
   run([]() -> task<> {
     EXPECT_THROW(interval(0ms), std::invalid_argument);

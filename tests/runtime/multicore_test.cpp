@@ -178,6 +178,18 @@ TEST(submit_to, exception_in_the_function_propagates_to_the_caller) {
   });
 }
 
+TEST(submit_to, a_core_that_does_not_exist_aborts_with_a_clear_message) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        runtime rt(two_cores());
+        rt.run([](unsigned core) -> task<> {
+          if (core == 0) co_await submit_to(7, [] { return 0; });
+        });
+      },
+      "submit_to\\(7\\): no such core");
+}
+
 // Real clock, on purpose: the point is that an hour-long sleep does not keep run() waiting.
 TEST(runtime, stop_from_another_thread_returns_promptly_and_destroys_pending_frames) {
   std::atomic<bool> destroyed[2] = {false, false};

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <cogwheel/runtime/runtime.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/stop.hpp>
 #include <cogwheel/runtime/task.hpp>
@@ -100,6 +101,11 @@ TEST(spawn, exception_of_a_non_standard_type_is_reported_too) {
   EXPECT_NE(err.find("non-std"), std::string::npos) << err;
 }
 
+TEST(spawn, outside_a_loop_aborts_with_a_clear_message) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(spawn([]() -> task<> { co_return; }()), "runs no cogwheel loop");
+}
+
 TEST(run, returns_the_main_task_value) {
   EXPECT_EQ(run([]() -> task<int> {
               co_await sleep_for(1ms);
@@ -117,6 +123,10 @@ TEST(run, rethrows_the_main_task_exception) {
                }(),
                test::paused()),
                std::out_of_range);
+}
+
+TEST(run, runs_as_core_zero) {
+  EXPECT_EQ(run([]() -> task<unsigned> { co_return this_core(); }()), 0u);
 }
 
 TEST(run, can_run_again_on_the_same_thread) {

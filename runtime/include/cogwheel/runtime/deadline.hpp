@@ -79,7 +79,11 @@ class interval {
     tick_operation(interval& owner, clock::time_point at) noexcept : owner_(&owner), sleep_(at) {}
     std::coroutine_handle<> start(detail::continuation c) { return sleep_.start(c); }
     void cancel() noexcept { sleep_.cancel(); }
-    void result() noexcept { owner_->advance_grid(); }
+    // A tick cut short before its grid point (a timeout, a stop) is no tick: the grid stays
+    // put and the next next() waits for the same point, instead of silently losing it.
+    void result() noexcept {
+      if (detail::current_time() >= sleep_.deadline()) owner_->advance_grid();
+    }
 
    private:
     interval* owner_;
