@@ -1,0 +1,37 @@
+# What `cmake --install` ships, and nothing else (no tests, examples or benchmarks):
+#   <libdir>/libcogwheel_{timer,runtime,io}.a (or .so with BUILD_SHARED_LIBS)
+#   <includedir>/cogwheel/...                  every module's include/ tree
+#   <libdir>/cmake/cogwheel/                   the find_package(cogwheel) package: targets
+#                                              cogwheel::timer, cogwheel::runtime, cogwheel::io
+# Included from the root CMakeLists.txt after the three modules are defined.
+include(CMakePackageConfigHelpers)
+
+set(COGWHEEL_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/cogwheel"
+    CACHE STRING "Where the find_package(cogwheel) files go, relative to the prefix")
+
+install(TARGETS cogwheel_timer cogwheel_runtime cogwheel_io
+  EXPORT cogwheelTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+foreach(module timer runtime io)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/include/
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+    FILES_MATCHING PATTERN "*.hpp")
+endforeach()
+
+install(EXPORT cogwheelTargets
+  NAMESPACE cogwheel::
+  DESTINATION ${COGWHEEL_INSTALL_CMAKEDIR})
+
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cogwheelConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cogwheelConfig.cmake
+  INSTALL_DESTINATION ${COGWHEEL_INSTALL_CMAKEDIR})
+# 0.x: a minor release may break the API, so only the same major.minor is compatible.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cogwheelConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/cogwheelConfig.cmake
+  ${PROJECT_BINARY_DIR}/cogwheelConfigVersion.cmake
+  DESTINATION ${COGWHEEL_INSTALL_CMAKEDIR})
