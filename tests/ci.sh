@@ -4,7 +4,9 @@
 #   2. Meson release build (g++, -Werror) and the same tests;
 #   3. CMake Debug build with -fsanitize=address,undefined and every test again;
 #   4. CMake Debug build with -fsanitize=thread and the multi-core tests (label multicore);
-#   5. the libFuzzer differential target (clang-16) for a bounded time.
+#   5. the libFuzzer differential target (clang-16) for a bounded time;
+#   6. installs by each route (CMake package, pkg-config, Meson subproject) and builds an
+#      outside program against each (tests/install_check.sh).
 # Build trees go under build/ci-*. Prints a summary line per stage; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +50,9 @@ if [ -d tests/fuzz ]; then
   build/ci-fuzz/tests/fuzz/timer_fuzz -max_total_time="$fuzz_seconds" -print_final_stats=1 \
     build/ci-fuzz/corpus 2>&1 | tail -n 15
 fi
+
+stage "install routes (CMake package, pkg-config, Meson subproject)"
+bash tests/install_check.sh
 
 echo
 echo "== all stages passed"
