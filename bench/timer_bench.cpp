@@ -1,0 +1,349 @@
+// timer_bench: identical timer workloads on timer_wheel and timer_heap (tick 1 ms) with N pending
+// timers, N = 1e3 .. 1e7, in one binary so that heap/wheel ratios come from one run.
+//
+// Benchmarks are named <operation>/<queue>/<N>, e.g. churn/wheel/1000000. What each workload
+// does and why, and how to read the results: bench/README.md. Typical use:
+//
+//   timer_bench --benchmark_repetitions=3 --benchmark_format=json --benchmark_out=timer.json
+//   python3 bench/pair_table.py timer.json
+//
+// Nodes are one big array of 32-byte structs (a timer_node and the deadline it was given),
+// scheduled in the order of a random permutation at deadlines uniform in 1..60000 ms after the
+// queue's time, so neither memory order nor schedule order follows deadline order. Each
+// population is set up once per (queue, N) and kept for the life of the process; set-up is never
+// timed. Random choices in timed loops are loads from precomputed tables, not PRNG calls.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <time.h>
+#include <utility>
+#include <vector>
+
+#include <cogwheel/timer/heap.hpp>
+#include <cogwheel/timer/node.hpp>
+#include <cogwheel/timer/wheel.hpp>
+
+namespace {
+
+using namespace std::chrono_literals;
+using cogwheel::timer::timer_heap;
+using cogwheel::timer::timer_node;
+using cogwheel::timer::timer_wheel;
+using time_point = cogwheel::timer::clock::time_point;
+using duration = cogwheel::timer::clock::duration;
+
+// The queues' time at set-up: ~11.6 days of uptime, so level spans are not aligned to it.
+constexpr time_point start_time{std::chrono::milliseconds(1'000'000'000)};
+constexpr std::uint64_t spread_ms = 60'000;   // deadlines are 1..spread_ms after the queue's time
+constexpr std::uint64_t max_bump_ms = 1'000;  // reschedule_later pushes a deadline 1..1000 ms
+// reschedule_later re-draws every deadline (untimed) after bumps_per_node * N pushes, so the
+// mean push stays below 32 * 0.5 s = 16 s and deadlines never run away from the 60 s spread.
+constexpr std::uint64_t bumps_per_node = 32;
+
+const std::vector<std::int64_t> pending_counts{1'000, 10'000, 100'000, 1'000'000, 10'000'000};
+
+// A small, fast PRNG with fixed seeds, so every run (and both queues) sees the same workload.
+struct splitmix64 {
+  std::uint64_t state;
+
+  std::uint64_t operator()() noexcept {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, n) for n < 2^32 (multiply-shift on the top 32 bits).
+  std::uint64_t below(std::uint64_t n) noexcept { return (((*this)() >> 32) * n) >> 32; }
+};
+
+// The random inputs of the timed loops: a cycle of 2^20 draws, read sequentially (prefetched),
+// shared by every benchmark. pick maps to a node index by multiply-shift: pick * N >> 32.
+struct draw_table {
+  static constexpr std::size_t count = std::size_t{1} << 20;
+  static constexpr std::size_t mask = count - 1;
+  std::vector<std::uint32_t> pick;
+  std::vector<duration> delay;  // 1..spread_ms
+  std::vector<duration> bump;   // 1..max_bump_ms
+};
+
+const draw_table& draws() {
+  static const draw_table table = [] {
+    draw_table t;
+    splitmix64 rng{42};
+    t.pick.resize(draw_table::count);
+    t.delay.resize(draw_table::count);
+    t.bump.resize(draw_table::count);
+    for (std::size_t i = 0; i < draw_table::count; ++i) {
+      t.pick[i] = static_cast<std::uint32_t>(rng() >> 32);
+      t.delay[i] = std::chrono::milliseconds(1 + rng.below(spread_ms));
+      t.bump[i] = std::chrono::milliseconds(1 + rng.below(max_bump_ms));
+    }
+    return t;
+  }();
+  return table;
+}
+
+inline std::size_t node_index(std::uint32_t pick, std::size_t n) noexcept {
+  return static_cast<std::size_t>((std::uint64_t{pick} * n) >> 32);
+}
+
+// What a timer's owner looks like to the queue: a node and the deadline it was given.
+struct alignas(32) bench_timer {
+  timer_node node;
+  time_point deadline{};
+};
+static_assert(sizeof(bench_timer) == 32, "two bench_timers per cache line");
+
+// N nodes and one queue. Deadlines and the schedule order depend only on N, so the wheel and
+// the heap get identical work.
+template <class Queue>
+struct population {
+  explicit population(std::size_t n)
+      : size(n), nodes(new bench_timer[n]), order(n), rng{0x5eed0000 + n} {
+    std::iota(order.begin(), order.end(), std::uint32_t{0});
+    for (std::size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  }
+
+  // Precondition: no node is scheduled. Schedules all N in shuffled order, each at a deadline
+  // 1..spread_ms after the queue's time.
+  void schedule_all() {
+    const time_point now = queue.now();
+    for (const std::uint32_t i : order) {
+      bench_timer& t = nodes[i];
+      t.deadline = now + std::chrono::milliseconds(1 + rng.below(spread_ms));
+      queue.schedule(t.node, t.deadline);
+    }
+  }
+
+  void cancel_all() {
+    for (const std::uint32_t i : order) queue.cancel(nodes[i].node);
+  }
+
+  std::size_t size;
+  std::unique_ptr<bench_timer[]> nodes;
+  std::vector<std::uint32_t> order;  // a random permutation of 0..N-1: the schedule order
+  splitmix64 rng;
+  bench_timer spare;                 // schedule_cancel's fresh timer, never one of the N
+  // Declared after every node, so destroyed first: its destructor leaves the nodes idle.
+  Queue queue{1ms, start_time};
+  std::size_t cursor = 0;            // the next entry of draws() to use
+  std::uint64_t bumps_left = bumps_per_node * size;
+};
+
+// The N pending timers of one queue kind, scheduled on first use and kept (churn,
+// schedule_cancel, reschedule_later and next_deadline share them; none changes N).
+template <class Queue>
+population<Queue>& pending(std::size_t n) {
+  static std::map<std::size_t, std::unique_ptr<population<Queue>>> cache;
+  auto& p = cache[n];
+  if (!p) {
+    p = std::make_unique<population<Queue>>(n);
+    p->schedule_all();
+  }
+  return *p;
+}
+
+// expire's own nodes and queue (idle between iterations): reusing the queue keeps the slot and
+// heap capacity of earlier rounds, as a long-running loop would.
+template <class Queue>
+population<Queue>& expiry_bed(std::size_t n) {
+  static std::map<std::size_t, std::unique_ptr<population<Queue>>> cache;
+  auto& p = cache[n];
+  if (!p) p = std::make_unique<population<Queue>>(n);
+  return *p;
+}
+
+template <class Queue>
+void check_size(benchmark::State& state, const population<Queue>& p) {
+  if (p.queue.size() != p.size) state.SkipWithError("the queue lost or gained timers");
+}
+
+// Cancel a random pending timer and schedule it again 1..60000 ms ahead. N stays constant.
+template <class Queue>
+void churn(benchmark::State& state, std::size_t n) {
+  population<Queue>& p = pending<Queue>(n);
+  const draw_table& d = draws();
+  bench_timer* const nodes = p.nodes.get();
+  Queue& q = p.queue;
+  const time_point now = q.now();
+  std::size_t j = p.cursor;
+  for (auto _ : state) {
+    bench_timer& t = nodes[node_index(d.pick[j], n)];
+    q.cancel(t.node);
+    t.deadline = now + d.delay[j];
+    q.schedule(t.node, t.deadline);
+    j = (j + 1) & draw_table::mask;
+  }
+  p.cursor = j;
+  state.SetItemsProcessed(state.iterations());
+  check_size(state, p);
+}
+
+// Schedule one more timer (a spare node, hot in cache as a just-created awaiter would be) at a
+// random deadline among the N, and cancel it at once: the timeout that is not needed.
+template <class Queue>
+void schedule_cancel(benchmark::State& state, std::size_t n) {
+  population<Queue>& p = pending<Queue>(n);
+  const draw_table& d = draws();
+  Queue& q = p.queue;
+  timer_node& fresh = p.spare.node;
+  const time_point now = q.now();
+  std::size_t j = p.cursor;
+  for (auto _ : state) {
+    q.schedule(fresh, now + d.delay[j]);
+    q.cancel(fresh);
+    j = (j + 1) & draw_table::mask;
+  }
+  p.cursor = j;
+  state.SetItemsProcessed(state.iterations());
+  check_size(state, p);
+}
+
+// Push a random pending timer's deadline 1..1000 ms later: the idle timeout of a connection that
+// just saw traffic. Every bumps_per_node * N pushes, all deadlines are re-drawn (untimed).
+template <class Queue>
+void reschedule_later(benchmark::State& state, std::size_t n) {
+  population<Queue>& p = pending<Queue>(n);
+  const draw_table& d = draws();
+  bench_timer* const nodes = p.nodes.get();
+  Queue& q = p.queue;
+  std::size_t j = p.cursor;
+  std::uint64_t bumps_left = p.bumps_left;
+  for (auto _ : state) {
+    if (bumps_left == 0) [[unlikely]] {
+      state.PauseTiming();
+      p.cancel_all();
+      p.schedule_all();
+      bumps_left = bumps_per_node * n;
+      state.ResumeTiming();
+    }
+    --bumps_left;
+    bench_timer& t = nodes[node_index(d.pick[j], n)];
+    t.deadline += d.bump[j];
+    q.reschedule(t.node, t.deadline);
+    j = (j + 1) & draw_table::mask;
+  }
+  p.cursor = j;
+  p.bumps_left = bumps_left;
+  state.SetItemsProcessed(state.iterations());
+  check_size(state, p);
+}
+
+// Ask for the earliest deadline, as an event loop does before every sleep.
+template <class Queue>
+void next_deadline(benchmark::State& state, std::size_t n) {
+  population<Queue>& p = pending<Queue>(n);
+  const Queue& q = p.queue;
+  for (auto _ : state) benchmark::DoNotOptimize(q.next_deadline());
+  state.SetItemsProcessed(state.iterations());
+  check_size(state, p);
+}
+
+// CPU time of the calling thread: unlike wall time, it does not count time spent descheduled.
+double thread_cpu_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+}
+
+// Schedule N timers (untimed), then advance 1 ms at a time until every one has fired. One
+// iteration is one such round; ns_per_timer is the CPU time of the advance loop (as the CPU
+// column) divided by the timers fired.
+template <class Queue>
+void expire(benchmark::State& state, std::size_t n) {
+  population<Queue>& p = expiry_bed<Queue>(n);
+  Queue& q = p.queue;
+  double timed_ns = 0;
+  std::uint64_t fired = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    p.schedule_all();
+    state.ResumeTiming();
+    const double begin = thread_cpu_ns();
+    time_point now = q.now();
+    std::uint64_t round = 0;
+    while (!q.empty()) {
+      now += 1ms;
+      round += q.advance(now);
+    }
+    timed_ns += thread_cpu_ns() - begin;
+    fired += round;
+  }
+  if (fired != n * state.iterations()) state.SkipWithError("not every timer fired exactly once");
+  state.SetItemsProcessed(static_cast<std::int64_t>(fired));
+  state.counters["ns_per_timer"] = fired == 0 ? 0.0 : timed_ns / static_cast<double>(fired);
+}
+
+// The memory floor of the random-node workloads: read-modify-write the deadline of a random node
+// of an N-node array laid out as the queues' (expire's idle nodes), with no queue at all.
+void node_touch(benchmark::State& state, std::size_t n) {
+  population<timer_wheel>& p = expiry_bed<timer_wheel>(n);
+  const draw_table& d = draws();
+  bench_timer* const nodes = p.nodes.get();
+  std::size_t j = p.cursor;
+  for (auto _ : state) {
+    nodes[node_index(d.pick[j], n)].deadline += d.bump[j];
+    j = (j + 1) & draw_table::mask;
+  }
+  p.cursor = j;
+  state.SetItemsProcessed(state.iterations());
+}
+
+using workload = void (*)(benchmark::State&, std::size_t);
+
+void add(const char* op, const char* kind, workload fn, benchmark::TimeUnit unit) {
+  const std::string name = std::string(op) + "/" + kind;
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), [fn](benchmark::State& state) {
+    fn(state, static_cast<std::size_t>(state.range(0)));
+  });
+  for (const std::int64_t n : pending_counts) b->Arg(n);
+  b->Unit(unit);
+}
+
+// Each operation on the wheel, then on the heap, N ascending: registration order is run order.
+#define COGWHEEL_ADD_WORKLOAD(op, unit)           \
+  do {                                            \
+    add(#op, "wheel", &op<timer_wheel>, unit);    \
+    add(#op, "heap", &op<timer_heap>, unit);      \
+  } while (false)
+
+void register_all() {
+  COGWHEEL_ADD_WORKLOAD(churn, benchmark::kNanosecond);
+  COGWHEEL_ADD_WORKLOAD(schedule_cancel, benchmark::kNanosecond);
+  COGWHEEL_ADD_WORKLOAD(reschedule_later, benchmark::kNanosecond);
+  COGWHEEL_ADD_WORKLOAD(expire, benchmark::kMillisecond);
+  COGWHEEL_ADD_WORKLOAD(next_deadline, benchmark::kNanosecond);
+  add("node_touch", "floor", &node_touch, benchmark::kNanosecond);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("cogwheel_timer_tick", "1 ms");
+  benchmark::AddCustomContext(
+      "cogwheel_nodes",
+      "array of 32-byte structs (timer_node + deadline), scheduled in shuffled order, "
+      "deadlines uniform in 1..60000 ms");
+#ifdef __clang__
+  benchmark::AddCustomContext("cogwheel_compiler", __VERSION__);
+#else
+  benchmark::AddCustomContext("cogwheel_compiler", "g++ " __VERSION__);
+#endif
+#ifdef NDEBUG
+  benchmark::AddCustomContext("cogwheel_asserts", "off (NDEBUG)");
+#else
+  benchmark::AddCustomContext("cogwheel_asserts", "ON: not a release build, numbers are slow");
+#endif
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
