@@ -1,0 +1,656 @@
+// A reference model of the timer-queue contract, and a driver that applies one stream of choices
+// as operations to a real queue (timer_wheel or timer_heap) and to the model, comparing them
+// after every operation. Shared by tests/timer/differential_test.cpp (choices from a PRNG) and
+// tests/fuzz/timer_fuzz.cpp (choices from the fuzzer's input bytes), so both check the same
+// thing. Needs no test framework: a mismatch makes step() return false and failure() explain it.
+//
+// The model states the contract (ARCHITECTURE.md §3, wheel.hpp) in the plainest terms, with its
+// own arithmetic rather than tick_scale's:
+//   - a deadline converts to ticks rounding up, a current time rounding down, times before the
+//     clock's epoch to tick 0;
+//   - advance(now) with now_tick below the queue's tick fires nothing and changes nothing;
+//     otherwise the queue's tick becomes now_tick and every timer with deadline_tick <= now_tick
+//     fires in that call exactly once, in an unspecified order;
+//   - callbacks run after the batch is collected: a timer they (re)schedule fires in a later
+//     call even if its deadline has passed; a due timer they cancel does not fire, and that
+//     cancel returns true.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <cogwheel/timer/heap.hpp>
+#include <cogwheel/timer/node.hpp>
+#include <cogwheel/timer/ticks.hpp>
+#include <cogwheel/timer/wheel.hpp>
+
+namespace cogwheel::timer::testing {
+
+static_assert(std::is_same_v<clock::duration, std::chrono::nanoseconds>,
+              "the model counts steady_clock time in nanoseconds");
+
+using ns_t = std::int64_t;
+inline constexpr ns_t ns_max = std::numeric_limits<ns_t>::max();
+inline constexpr ns_t ns_min = std::numeric_limits<ns_t>::min();
+
+inline clock::time_point at(ns_t ns) { return clock::time_point(clock::duration(ns)); }
+inline ns_t ns_of(clock::time_point t) { return t.time_since_epoch().count(); }
+
+// a + b, saturating at the ends of the clock's range.
+inline ns_t sat_add(ns_t a, ns_t b) {
+  ns_t r;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? ns_max : ns_min;
+}
+
+// Choices from a splitmix64 generator: deterministic per seed, never exhausted.
+class prng_source {
+ public:
+  explicit prng_source(std::uint64_t seed) noexcept : state_(seed) {}
+  // A uniform value of k bits (k <= 64).
+  std::uint64_t bits(unsigned k) noexcept { return k == 0 ? 0 : next() >> (64 - k); }
+  // A value in [0, n) (n >= 1; Lemire's multiply, bias negligible for testing).
+  std::uint64_t below(std::uint64_t n) noexcept {
+    return static_cast<std::uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
+  }
+  bool exhausted() const noexcept { return false; }
+
+ private:
+  std::uint64_t next() noexcept {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  std::uint64_t state_;
+};
+
+// Choices from a byte string (fuzzer input), taking as few bytes as each choice needs. Once the
+// bytes run out every choice is 0 and exhausted() is true.
+class byte_source {
+ public:
+  byte_source(const std::uint8_t* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  std::uint64_t bits(unsigned k) noexcept {
+    const std::uint64_t v = take((k + 7) / 8);
+    return k >= 64 ? v : v & ((std::uint64_t{1} << k) - 1);
+  }
+  std::uint64_t below(std::uint64_t n) noexcept {
+    if (n <= 1) return 0;
+    return take((static_cast<unsigned>(std::bit_width(n - 1)) + 7) / 8) % n;
+  }
+  bool exhausted() const noexcept { return pos_ >= size_; }
+
+ private:
+  std::uint64_t take(unsigned bytes) noexcept {
+    std::uint64_t v = 0;
+    for (unsigned i = 0; i < bytes; ++i) v = (v << 8) | (pos_ < size_ ? data_[pos_++] : 0u);
+    return v;
+  }
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t pos_ = 0;
+};
+
+// The contract's tick arithmetic, written independently of tick_scale (128-bit, no tricks).
+struct model_scale {
+  ns_t tick;
+
+  tick_t deadline_tick(ns_t t) const noexcept {
+    return t <= 0 ? 0 : static_cast<tick_t>((static_cast<unsigned __int128>(t) + tick - 1) / tick);
+  }
+  tick_t now_tick(ns_t t) const noexcept {
+    return t <= 0 ? 0 : static_cast<tick_t>(t / tick);
+  }
+  // The time point at which tick t begins, or time_point::max() if it is beyond the clock.
+  ns_t time_of(tick_t t) const noexcept {
+    const unsigned __int128 v = static_cast<unsigned __int128>(t) * static_cast<std::uint64_t>(tick);
+    return v > static_cast<unsigned __int128>(ns_max) ? ns_max : static_cast<ns_t>(v);
+  }
+};
+
+// Pending timers by deadline tick, the queue's tick, and nothing else.
+class reference_model {
+ public:
+  reference_model(ns_t tick, ns_t start, std::uint32_t nodes)
+      : scale_{tick}, now_(scale_.now_tick(start)), deadline_(nodes, 0), pending_(nodes, 0) {}
+
+  const model_scale& scale() const noexcept { return scale_; }
+  tick_t now() const noexcept { return now_; }
+  std::size_t size() const noexcept { return queue_.size(); }
+  bool pending(std::uint32_t id) const noexcept { return pending_[id] != 0; }
+  tick_t deadline(std::uint32_t id) const noexcept { return deadline_[id]; }
+  std::optional<tick_t> earliest() const noexcept {
+    if (queue_.empty()) return std::nullopt;
+    return queue_.begin()->first;
+  }
+
+  void schedule(std::uint32_t id, tick_t t) {
+    deadline_[id] = t;
+    pending_[id] = 1;
+    queue_.emplace(t, id);
+  }
+  bool cancel(std::uint32_t id) {
+    if (!pending_[id]) return false;
+    queue_.erase({deadline_[id], id});
+    pending_[id] = 0;
+    return true;
+  }
+  void reschedule(std::uint32_t id, tick_t t) {
+    cancel(id);
+    schedule(id, t);
+  }
+
+  // The first half of advance: if now_tick is not behind the model's tick, moves to it and
+  // appends every timer due by then to `due` (they leave the model). Returns false if behind.
+  bool collect(tick_t now_tick, std::vector<std::uint32_t>& due) {
+    if (now_tick < now_) return false;
+    now_ = now_tick;
+    auto it = queue_.begin();
+    for (; it != queue_.end() && it->first <= now_tick; ++it) {
+      due.push_back(it->second);
+      pending_[it->second] = 0;
+    }
+    queue_.erase(queue_.begin(), it);
+    return true;
+  }
+
+ private:
+  model_scale scale_;
+  tick_t now_;
+  std::vector<tick_t> deadline_;
+  std::vector<std::uint8_t> pending_;
+  std::set<std::pair<tick_t, std::uint32_t>> queue_;
+};
+
+struct driver_settings {
+  clock::duration tick = std::chrono::milliseconds(1);
+  clock::time_point start{};
+  std::uint32_t nodes = 1024;
+  // The operation mix: advance() in permille of all operations; the rest split by weight.
+  unsigned advance_permille = 250;
+  unsigned schedule_weight = 8, cancel_weight = 5, reschedule_weight = 7;
+  unsigned jump_permille = 60;  // of advances: jumps of up to a century
+};
+
+// Draws a start time, a pool size among `pool_sizes` and an operation mix.
+template <class Source>
+driver_settings draw_settings(Source& src, clock::duration tick,
+                              const std::vector<std::uint32_t>& pool_sizes) {
+  struct mix {
+    unsigned advance, schedule, cancel, reschedule, jump;
+  };
+  static constexpr mix mixes[] = {
+      {250, 8, 5, 7, 60},   // balanced
+      {40, 16, 1, 3, 2},    // filling up: thousands pending, rare jumps
+      {150, 4, 8, 8, 30},   // churn
+      {700, 8, 5, 7, 20},   // advance-heavy: time moves in small steps
+      {250, 3, 2, 15, 10},  // reschedule-heavy
+  };
+  driver_settings s;
+  s.tick = tick;
+  s.nodes = pool_sizes[src.below(pool_sizes.size())];
+  const mix& m = mixes[src.below(std::size(mixes))];
+  s.advance_permille = m.advance;
+  s.schedule_weight = m.schedule;
+  s.cancel_weight = m.cancel;
+  s.reschedule_weight = m.reschedule;
+  s.jump_permille = m.jump;
+  switch (src.below(6)) {
+    case 0: s.start = at(0); break;
+    case 1: s.start = at(-static_cast<ns_t>(src.bits(40))); break;           // before the epoch
+    case 2: s.start = at(static_cast<ns_t>(src.bits(src.below(63)))); break;  // up to 146 years
+    case 3: s.start = at(ns_max - static_cast<ns_t>(src.bits(42))); break;    // near the end
+    default: s.start = at(static_cast<ns_t>(src.bits(52))); break;            // days of uptime
+  }
+  return s;
+}
+
+template <class Queue>
+constexpr const char* queue_name() {
+  if constexpr (std::is_same_v<Queue, timer_wheel>) return "timer_wheel";
+  else return "timer_heap";
+}
+
+// Runs one queue and the model side by side. Queue is timer_wheel or timer_heap.
+template <class Queue>
+class differential_driver {
+  static_assert(std::is_same_v<Queue, timer_wheel> || std::is_same_v<Queue, timer_heap>);
+  // The heap reports the earliest deadline exactly; the wheel a bound no later than it.
+  static constexpr bool exact_next_deadline = std::is_same_v<Queue, timer_heap>;
+  static constexpr std::uint32_t no_node = ~std::uint32_t{0};
+
+  // A pool node. What its callback does is drawn when it is scheduled: record its firing, then
+  // optionally cancel a partner node and re-arm itself `period` ns after the advance's time.
+  struct probe : timer_node {
+    std::uint32_t id = 0;
+    std::uint32_t partner = no_node;
+    ns_t period = -1;              // < 0: one-shot
+    bool rearm_by_schedule = false;  // re-arm with schedule() (else reschedule() of an idle node)
+    differential_driver* owner = nullptr;
+  };
+  struct firing {
+    std::uint32_t id;
+    bool partner_cancelled;
+  };
+  enum class op : std::uint8_t { schedule, cancel, reschedule, advance, restart };
+  struct op_record {
+    op kind;
+    std::uint32_t id;
+    ns_t arg;
+  };
+
+ public:
+  explicit differential_driver(const driver_settings& s)
+      : settings_(s), pool_(new probe[s.nodes]), model_(s.tick.count(), ns_of(s.start), s.nodes),
+        now_(ns_of(s.start)), cluster_(now_) {
+    for (std::uint32_t i = 0; i < s.nodes; ++i) {
+      pool_[i].id = i;
+      pool_[i].owner = this;
+      pool_[i].set_on_expire(&on_expire);
+    }
+    queue_.emplace(s.tick, s.start);
+    fired_.reserve(s.nodes);
+    due_flag_.assign(s.nodes, 0);
+  }
+  differential_driver(const differential_driver&) = delete;
+  differential_driver& operator=(const differential_driver&) = delete;
+
+  std::uint64_t operations() const noexcept { return ops_; }
+  std::uint64_t fired() const noexcept { return fired_total_; }
+  std::size_t peak_pending() const noexcept { return peak_pending_; }
+  const std::string& failure() const noexcept { return failure_; }
+
+  // Applies one operation drawn from src to the queue and the model and compares them.
+  template <class Source>
+  bool step(Source& src) {
+    ++ops_;
+    if (now_ == ns_max && src.below(8) == 0) return restart(src);
+    if (src.below(1000) < settings_.advance_permille) return advance(draw_advance_time(src));
+    if (src.below(4096) == 0) return restart(src);
+    const std::uint32_t id = static_cast<std::uint32_t>(src.below(settings_.nodes));
+    const unsigned total = settings_.schedule_weight + settings_.cancel_weight + settings_.reschedule_weight;
+    const auto r = static_cast<unsigned>(src.below(total));
+    if (r < settings_.schedule_weight) {
+      std::uint32_t pick = id;
+      for (int tries = 0; tries < 3 && model_.pending(pick); ++tries)
+        pick = static_cast<std::uint32_t>(src.below(settings_.nodes));
+      return model_.pending(pick) ? reschedule(src, pick) : schedule(src, pick);
+    }
+    if (r < settings_.schedule_weight + settings_.cancel_weight) return cancel(id);
+    return reschedule(src, id);
+  }
+
+  // Final checks: every node's state matches, advance to the end of time fires what it must,
+  // and destroying the queue leaves every node idle.
+  bool finish() {
+    for (std::uint32_t i = 0; i < settings_.nodes; ++i)
+      if (!check_node(i)) return false;
+    if (!advance(ns_max)) return false;
+    return destroy_queue();
+  }
+
+ private:
+  // --- operations --------------------------------------------------------------------------
+
+  template <class Source>
+  bool schedule(Source& src, std::uint32_t id) {
+    const ns_t deadline = draw_deadline(src, id);
+    draw_behaviour(src, id);
+    record(op::schedule, id, deadline);
+    queue_->schedule(pool_[id], at(deadline));
+    model_.schedule(id, model_.scale().deadline_tick(deadline));
+    return check_node(id) && check_size();
+  }
+
+  bool cancel(std::uint32_t id) {
+    record(op::cancel, id, 0);
+    const bool got = queue_->cancel(pool_[id]);
+    const bool want = model_.cancel(id);
+    if (got != want) return fail() << "cancel(node " << id << ") returned " << got << ", expected " << want;
+    return check_node(id) && check_size();
+  }
+
+  template <class Source>
+  bool reschedule(Source& src, std::uint32_t id) {
+    const ns_t deadline = draw_deadline(src, id);
+    draw_behaviour(src, id);
+    record(op::reschedule, id, deadline);
+    queue_->reschedule(pool_[id], at(deadline));
+    model_.reschedule(id, model_.scale().deadline_tick(deadline));
+    return check_node(id) && check_size();
+  }
+
+  bool advance(ns_t to) {
+    record(op::advance, 0, to);
+    peak_pending_ = std::max(peak_pending_, model_.size());
+    fired_.clear();
+    advance_time_ = to;
+    const std::size_t returned = queue_->advance(at(to));
+    fired_total_ += fired_.size();
+    if (returned != fired_.size())
+      return fail() << "advance returned " << returned << " but " << fired_.size() << " callbacks ran";
+
+    due_.clear();
+    if (!model_.collect(model_.scale().now_tick(to), due_)) {
+      if (!fired_.empty())
+        return fail() << "advance to a time behind the queue's fired node " << fired_[0].id;
+    } else {
+      now_ = std::max(now_, to);
+      if (!replay_firings()) return false;
+    }
+    for (const firing& f : fired_) {
+      if (!check_node(f.id)) return false;
+      if (pool_[f.id].partner != no_node && !check_node(pool_[f.id].partner)) return false;
+    }
+    if (!check_size()) return false;
+    const ns_t queue_now = ns_of(queue_->now());
+    if (queue_now != model_.scale().time_of(model_.now()))
+      return fail() << "now() is " << queue_now << " ns, expected "
+                    << model_.scale().time_of(model_.now());
+    return check_next_deadline();
+  }
+
+  template <class Source>
+  bool restart(Source& src) {
+    record(op::restart, 0, 0);
+    if (!destroy_queue()) return false;
+    const driver_settings s = draw_settings(src, settings_.tick, {settings_.nodes});
+    settings_.start = s.start;
+    queue_.emplace(settings_.tick, settings_.start);
+    model_ = reference_model(settings_.tick.count(), ns_of(settings_.start), settings_.nodes);
+    now_ = cluster_ = ns_of(settings_.start);
+    return check_size() && check_next_deadline();
+  }
+
+  bool destroy_queue() {
+    queue_.reset();
+    for (std::uint32_t i = 0; i < settings_.nodes; ++i)
+      if (pool_[i].scheduled())
+        return fail() << "node " << i << " still scheduled after its queue was destroyed";
+    return true;
+  }
+
+  // --- the callback and its replay against the model ------------------------------------------
+
+  static void on_expire(timer_node& n) noexcept {
+    probe& p = static_cast<probe&>(n);
+    p.owner->expired(p);
+  }
+
+  void expired(probe& p) noexcept {
+    firing f{p.id, false};
+    if (p.partner != no_node) f.partner_cancelled = queue_->cancel(pool_[p.partner]);
+    if (p.period >= 0) {
+      const clock::time_point t = at(sat_add(advance_time_, p.period));
+      if (p.rearm_by_schedule)
+        queue_->schedule(p, t);
+      else
+        queue_->reschedule(p, t);
+    }
+    fired_.push_back(f);
+  }
+
+  // Checks the observed firing sequence against the due set, applying each callback's cancel
+  // and re-arm to the model in the order the queue ran them.
+  bool replay_firings() {
+    for (std::uint32_t id : due_) due_flag_[id] = 1;
+    std::size_t due_left = due_.size();
+    bool ok = true;
+    for (const firing& f : fired_) {
+      const probe& p = pool_[f.id];
+      if (!due_flag_[f.id]) {
+        ok = fail() << "node " << f.id << " fired at now_tick " << model_.now()
+                    << " but was not due (pending " << model_.pending(f.id) << ", deadline tick "
+                    << model_.deadline(f.id) << ", or it fired twice)";
+        break;
+      }
+      due_flag_[f.id] = 0;
+      --due_left;
+      if (p.partner != no_node) {
+        bool want;
+        if (due_flag_[p.partner]) {
+          due_flag_[p.partner] = 0;
+          --due_left;
+          want = true;
+        } else {
+          want = model_.cancel(p.partner);
+        }
+        if (want != f.partner_cancelled) {
+          ok = fail() << "node " << f.id << "'s callback cancel(node " << p.partner
+                      << ") returned " << f.partner_cancelled << ", expected " << want;
+          break;
+        }
+      }
+      if (p.period >= 0)
+        model_.schedule(f.id, model_.scale().deadline_tick(sat_add(advance_time_, p.period)));
+    }
+    if (ok && due_left != 0) {
+      for (std::uint32_t id : due_)
+        if (due_flag_[id]) {
+          ok = fail() << "node " << id << " with deadline tick " << model_.deadline(id)
+                      << " was due at now_tick " << model_.now() << " but did not fire";
+          break;
+        }
+    }
+    for (std::uint32_t id : due_) due_flag_[id] = 0;
+    return ok;
+  }
+
+  // --- checks ---------------------------------------------------------------------------------
+
+  bool check_node(std::uint32_t id) {
+    const bool want = model_.pending(id);
+    if (pool_[id].scheduled() != want)
+      return fail() << "node " << id << " scheduled() is " << !want << ", expected " << want;
+    if (want && pool_[id].deadline_tick() != model_.deadline(id))
+      return fail() << "node " << id << " deadline_tick() is " << pool_[id].deadline_tick()
+                    << ", expected " << model_.deadline(id);
+    return true;
+  }
+
+  bool check_size() {
+    if (queue_->size() != model_.size())
+      return fail() << "size() is " << queue_->size() << ", expected " << model_.size();
+    if (queue_->empty() != (model_.size() == 0))
+      return fail() << "empty() disagrees with size() " << model_.size();
+    return true;
+  }
+
+  bool check_next_deadline() {
+    const std::optional<clock::time_point> got = queue_->next_deadline();
+    const std::optional<tick_t> earliest = model_.earliest();
+    if (got.has_value() != earliest.has_value())
+      return fail() << "next_deadline() is " << (got ? "set" : "nullopt") << " with "
+                    << model_.size() << " timers pending";
+    if (!got) return true;
+    const ns_t nd = ns_of(*got);
+    const ns_t want = model_.scale().time_of(*earliest);
+    const ns_t queue_now = model_.scale().time_of(model_.now());
+    if constexpr (exact_next_deadline) {
+      if (nd != want)
+        return fail() << "next_deadline() is " << nd << " ns, expected exactly " << want;
+    } else {
+      // A lower bound, never behind the wheel's time: an overdue timer is reported as now().
+      if (nd > std::max(want, queue_now) || nd < queue_now)
+        return fail() << "next_deadline() is " << nd << " ns; earliest deadline " << want
+                      << " ns, now() " << queue_now << " ns";
+    }
+    return true;
+  }
+
+  // --- drawing operations ---------------------------------------------------------------------
+
+  // A duration of k random bits, k itself random below max_bits: log-uniform up to 2^max_bits.
+  template <class Source>
+  static ns_t log_uniform(Source& src, unsigned max_bits) {
+    return static_cast<ns_t>(src.bits(static_cast<unsigned>(src.below(max_bits + 1))));
+  }
+
+  template <class Source>
+  ns_t draw_deadline(Source& src, std::uint32_t id) {
+    const ns_t tick = settings_.tick.count();
+    switch (src.below(16)) {
+      case 0: case 1:  // just past
+        return sat_add(now_, -static_cast<ns_t>(src.below(3 * tick)));
+      case 2:  // long past, before the epoch, or the earliest time point
+        switch (src.below(3)) {
+          case 0: return sat_add(now_, -log_uniform(src, 62));
+          case 1: return -log_uniform(src, 62);
+          default: return ns_min;
+        }
+      case 3:  // zero duration
+        return now_;
+      case 4: case 5: case 6:  // within a few ticks, at nanosecond resolution
+        return sat_add(now_, static_cast<ns_t>(src.below(4 * tick)));
+      case 7: case 8:  // across the low levels
+        return sat_add(now_, static_cast<ns_t>(src.below(static_cast<std::uint64_t>(tick) << 12)));
+      case 9:  // far: up to 146 years
+        return sat_add(now_, log_uniform(src, 62));
+      case 10:  // the end of time
+        return src.below(2) == 0 ? ns_max : ns_max - static_cast<ns_t>(src.below(2 * tick));
+      case 11: case 12:  // clustered around a moving point
+        if (src.below(64) == 0)
+          cluster_ = sat_add(now_, static_cast<ns_t>(src.below(static_cast<std::uint64_t>(tick) << 18)));
+        return sat_add(cluster_, static_cast<ns_t>(src.below(2 * tick)));
+      case 13: {  // on a tick boundary, or a nanosecond either side
+        const tick_t t = model_.scale().now_tick(now_) + src.below(200);
+        return sat_add(model_.scale().time_of(t), static_cast<ns_t>(src.below(3)) - 1);
+      }
+      default: {  // earlier or later than the node's current deadline
+        if (!model_.pending(id)) return sat_add(now_, static_cast<ns_t>(src.below(64 * tick)));
+        const ns_t current = model_.scale().time_of(model_.deadline(id));
+        const ns_t delta = src.below(2) == 0 ? static_cast<ns_t>(src.below(4 * tick)) : log_uniform(src, 62);
+        return sat_add(current, src.below(2) == 0 ? -delta : delta);
+      }
+    }
+  }
+
+  template <class Source>
+  void draw_behaviour(Source& src, std::uint32_t id) {
+    probe& p = pool_[id];
+    p.partner = src.below(32) == 0 ? static_cast<std::uint32_t>(src.below(settings_.nodes)) : no_node;
+    p.period = -1;
+    if (src.below(32) == 0) {
+      const ns_t tick = settings_.tick.count();
+      switch (src.below(5)) {
+        case 0: p.period = 0; break;
+        case 1: p.period = static_cast<ns_t>(src.below(tick)); break;
+        case 2: p.period = tick; break;
+        case 3: p.period = static_cast<ns_t>(src.below(64 * tick)); break;
+        default: p.period = log_uniform(src, 62); break;
+      }
+      p.rearm_by_schedule = src.below(2) == 0;
+    }
+  }
+
+  template <class Source>
+  ns_t draw_advance_time(Source& src) {
+    const ns_t tick = settings_.tick.count();
+    if (src.below(1000) < settings_.jump_permille)  // a huge jump: up to 146 years
+      return sat_add(now_, log_uniform(src, 62));
+    switch (src.below(16)) {
+      case 0: case 1: case 2: case 11:  // sub-tick
+        return sat_add(now_, static_cast<ns_t>(src.below(tick)));
+      case 3: case 4:  // one tick
+        return sat_add(now_, tick);
+      case 5: case 6:  // a few ticks
+        return sat_add(now_, static_cast<ns_t>(src.below(8 * tick)));
+      case 7: {  // to the queue's next_deadline(), or a nanosecond before it
+        const auto nd = queue_->next_deadline();
+        if (!nd) return now_;
+        return sat_add(ns_of(*nd), -static_cast<ns_t>(src.below(2)));
+      }
+      case 8: {  // to the earliest deadline, or a nanosecond before it
+        const auto e = model_.earliest();
+        if (!e) return now_;
+        return sat_add(model_.scale().time_of(*e), -static_cast<ns_t>(src.below(2)));
+      }
+      case 9: case 10:  // across the low levels
+        return sat_add(now_, static_cast<ns_t>(src.below(static_cast<std::uint64_t>(tick) << (6 * (1 + src.below(3))))));
+      case 12:  // backwards, possibly to before the epoch
+        return src.below(8) == 0 ? ns_min : sat_add(now_, -log_uniform(src, 62));
+      case 13:  // the same time again
+        return now_;
+      case 14:  // into the cluster
+        return sat_add(cluster_, static_cast<ns_t>(src.below(2 * tick)));
+      default:  // the end of time, rarely; else a few ticks
+        if (src.below(256) == 0) return ns_max;
+        return sat_add(now_, static_cast<ns_t>(src.below(3 * tick)));
+    }
+  }
+
+  // --- diagnostics ----------------------------------------------------------------------------
+
+  void record(op kind, std::uint32_t id, ns_t arg) noexcept {
+    history_[history_pos_++ % history_.size()] = op_record{kind, id, arg};
+  }
+
+  // Starts a failure description (with context) and converts to false.
+  class failure_stream {
+   public:
+    explicit failure_stream(differential_driver& d) : d_(d) {}
+    failure_stream(const failure_stream&) = delete;
+    ~failure_stream() { d_.failure_ = d_.context() + out_.str(); }
+    template <class T>
+    failure_stream& operator<<(const T& v) {
+      out_ << v;
+      return *this;
+    }
+    operator bool() const noexcept { return false; }
+
+   private:
+    differential_driver& d_;
+    std::ostringstream out_;
+  };
+  failure_stream fail() { return failure_stream(*this); }
+
+  std::string context() const {
+    static constexpr const char* names[] = {"schedule", "cancel", "reschedule", "advance", "restart"};
+    std::ostringstream out;
+    out << queue_name<Queue>() << " tick " << settings_.tick.count() << " ns, " << settings_.nodes
+        << " nodes, start " << ns_of(settings_.start) << " ns, operation " << ops_
+        << ", model now_tick " << model_.now() << "; latest operations (oldest first):\n";
+    const std::size_t n = std::min<std::size_t>(history_pos_, history_.size());
+    for (std::size_t i = history_pos_ - n; i < history_pos_; ++i) {
+      const op_record& r = history_[i % history_.size()];
+      out << "  " << names[static_cast<int>(r.kind)];
+      if (r.kind == op::schedule || r.kind == op::cancel || r.kind == op::reschedule) out << " node " << r.id;
+      if (r.kind != op::cancel && r.kind != op::restart) out << " at " << r.arg << " ns";
+      out << '\n';
+    }
+    out << "mismatch: ";
+    return out.str();
+  }
+
+  driver_settings settings_;
+  std::unique_ptr<probe[]> pool_;  // declared before queue_: the queue must go first
+  std::optional<Queue> queue_;
+  reference_model model_;
+  ns_t now_;             // the latest time advanced to (never decreases)
+  ns_t cluster_;         // centre of clustered deadlines
+  ns_t advance_time_ = 0;  // the argument of the advance() in progress
+  std::vector<firing> fired_;
+  std::vector<std::uint32_t> due_;
+  std::vector<std::uint8_t> due_flag_;
+  std::uint64_t ops_ = 0;
+  std::uint64_t fired_total_ = 0;
+  std::size_t peak_pending_ = 0;
+  std::string failure_;
+  std::array<op_record, 16> history_{};
+  std::size_t history_pos_ = 0;
+};
+
+}  // namespace cogwheel::timer::testing
