@@ -1,0 +1,203 @@
+// idle_bench: the idle-connection scenario without sockets, at a scale sockets cannot reach
+// here: N simulated connections, each a coroutine that waits for a heartbeat message and resets
+// its idle deadline on each; 10% go silent after a few heartbeats and are kicked when their
+// deadline passes. Heartbeats arrive every 0.5..1.5 s from a simulated network: one driver
+// coroutine that each millisecond delivers that millisecond's messages to the connections'
+// mailboxes, like I/O completions (not timers), so the timer queue holds only the idle
+// deadlines, as in a real server. Runs on the paused clock for 15 s of virtual time, so the
+// whole measurement is CPU; wheel and heap in one run.
+//
+// Names: idle/<kind>/<N>. Counters:
+//   timer_pct   timer work as a share of the loop thread's CPU time. Timer work = time inside
+//               the queue's advance() (expiry and cascading, loop_stats::timer_ns) + time in
+//               deadline::reset() (timed around each call, less the cost of the clock reads).
+//   cpu_ns_per_heartbeat   loop thread CPU per heartbeat handled (everything)
+//   kicked, silent, wrongly_kicked (must be 0)
+#include <benchmark/benchmark.h>
+#include <time.h>
+
+#include <random>
+#include <utility>
+#include <vector>
+
+#include <cogwheel/cogwheel.hpp>
+
+using namespace cogwheel;
+using namespace std::chrono_literals;
+
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct tally {
+  long heartbeats = 0;
+  long kicked = 0;
+  long wrongly_kicked = 0;
+  std::uint64_t reset_ns = 0;
+};
+
+// A mailbox a simulated connection receives heartbeats through: a cancellable operation (so
+// with_deadline can cancel a wait), completed by the network driver.
+class mailbox {
+ public:
+  class receive_operation : public detail::operation_base<receive_operation> {
+   public:
+    explicit receive_operation(mailbox& box) noexcept : box_(&box) {}
+    receive_operation(receive_operation&& o) noexcept : operation_base(std::move(o)), box_(o.box_) {}
+    std::coroutine_handle<> start(detail::continuation c) {
+      if (box_->pending_) {
+        box_->pending_ = false;
+        return c.complete();
+      }
+      box_->waiter_ = this;
+      continuation_ = c;
+      return std::noop_coroutine();
+    }
+    void cancel() noexcept {
+      if (box_->waiter_ != this) return;
+      box_->waiter_ = nullptr;
+      canceled_ = true;
+      detail::current_loop().post(later_, continuation_);
+    }
+    cogwheel::result<void> result() const noexcept {
+      if (canceled_) return errc::operation_canceled;
+      return {};
+    }
+    ~receive_operation() {
+      if (box_->waiter_ == this) box_->waiter_ = nullptr;
+    }
+
+   private:
+    friend class mailbox;
+    mailbox* box_;
+    detail::continuation continuation_;
+    detail::ready_node later_;
+    bool canceled_ = false;
+  };
+
+  receive_operation receive() noexcept { return receive_operation(*this); }
+  void deliver() {
+    if (receive_operation* op = std::exchange(waiter_, nullptr)) {
+      op->continuation_.complete().resume();
+    } else {
+      pending_ = true;
+    }
+  }
+
+ private:
+  receive_operation* waiter_ = nullptr;
+  bool pending_ = false;
+};
+
+// The simulated network: who receives a message in which millisecond.
+struct network {
+  std::vector<mailbox> boxes;
+  std::vector<std::vector<std::uint32_t>> due;  // per millisecond of the run
+  clock::time_point start;
+  void send_at(std::uint32_t id, clock::time_point at) {
+    const auto ms = static_cast<std::size_t>((at - start) / 1ms);
+    if (ms < due.size()) due[ms].push_back(id);
+  }
+};
+
+task<void> network_driver(network& net) {
+  for (std::size_t ms = 0; ms < net.due.size(); ++ms) {
+    co_await sleep_until(net.start + std::chrono::milliseconds(ms));
+    std::vector<std::uint32_t> now;
+    now.swap(net.due[ms]);
+    for (std::uint32_t id : now) net.boxes[id].deliver();
+  }
+}
+
+std::chrono::milliseconds next_gap(std::minstd_rand& rng) { return std::chrono::milliseconds(500 + rng() % 1000); }
+
+// A connection: kicked when no heartbeat arrives for 3 s. A silent one stops its peer after
+// `beats` heartbeats; a talking one (beats < 0) keeps going to the end of the run.
+task<void> connection(std::uint32_t id, long beats, network& net, tally& t) {
+  std::minstd_rand rng(id + 1);
+  deadline idle(3s);
+  net.send_at(id, detail::current_time() + next_gap(rng));
+  for (long i = 0;; ++i) {
+    auto got = co_await with_deadline(net.boxes[id].receive(), idle);
+    if (!got) {
+      if (got.error() != errc::timed_out) co_return;  // shut down
+      ++t.kicked;
+      if (beats < 0) ++t.wrongly_kicked;
+      co_return;
+    }
+    ++t.heartbeats;
+    const auto r0 = clock::now();
+    idle.reset(3s);
+    t.reset_ns += static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - r0).count());
+    if (beats < 0 || i + 1 < beats) net.send_at(id, detail::current_time() + next_gap(rng));
+  }
+}
+
+std::uint64_t clock_read_cost_ns() {
+  const int n = 100000;
+  const auto t0 = clock::now();
+  for (int i = 0; i < n; ++i) benchmark::DoNotOptimize(clock::now());
+  return static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - t0).count() / n);
+}
+
+void bm_idle(benchmark::State& state, timer_kind kind) {
+  const auto n = static_cast<long>(state.range(0));
+  const std::uint64_t clock_ns = clock_read_cost_ns();
+  for (auto _ : state) {
+    tally t;
+    long silent = 0;
+    double cpu = 0;
+    std::uint64_t timer_ns = 0;
+    network net;
+    net.boxes = std::vector<mailbox>(static_cast<std::size_t>(n));
+    net.due.resize(15000);
+    run([&]() -> task<void> {
+      net.start = detail::current_time();
+      std::minstd_rand rng(5);
+      for (long i = 0; i < n; ++i) {
+        const bool goes_silent = rng() % 10 == 0;  // 10% go silent after 1..5 heartbeats
+        silent += goes_silent ? 1 : 0;
+        spawn(connection(static_cast<std::uint32_t>(i), goes_silent ? 1 + static_cast<long>(rng() % 5) : -1, net, t));
+      }
+      co_await sleep_for(0ns);
+      spawn(network_driver(net));
+      const double cpu0 = thread_cpu_seconds();
+      const std::uint64_t timer0 = loop_stats().timer_ns;
+      co_await sleep_until(net.start + 15s);
+      cpu = thread_cpu_seconds() - cpu0;
+      timer_ns = loop_stats().timer_ns - timer0;
+    }(), runtime_options{.timers = kind, .ready_budget = static_cast<unsigned>(n + 16), .paused_clock = true,
+                         .measure_timer_work = true});
+    const double reset_ns = static_cast<double>(t.reset_ns) - static_cast<double>(clock_ns * t.heartbeats);
+    const double timer_s = (static_cast<double>(timer_ns) + std::max(0.0, reset_ns)) * 1e-9;
+    state.SetIterationTime(cpu);
+    state.counters["timer_pct"] = 100.0 * timer_s / cpu;
+    state.counters["cpu_ns_per_heartbeat"] = cpu * 1e9 / static_cast<double>(t.heartbeats);
+    state.counters["kicked"] = static_cast<double>(t.kicked);
+    state.counters["silent"] = static_cast<double>(silent);
+    state.counters["wrongly_kicked"] = static_cast<double>(t.wrongly_kicked);
+  }
+}
+
+void register_all() {
+  for (auto [name, kind] : {std::pair{"idle/wheel", timer_kind::wheel}, std::pair{"idle/heap", timer_kind::heap}})
+    benchmark::RegisterBenchmark(name, bm_idle, kind)
+        ->Arg(100000)
+        ->Arg(1000000)
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}
