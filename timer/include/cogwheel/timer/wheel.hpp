@@ -83,8 +83,9 @@ class timer_wheel {
   std::size_t advance(clock::time_point now);
 
   // The earliest time at which advance() may have work: exact when the earliest timer sits at
-  // level 0, otherwise the start of the slot that holds it (where it moves down a level).
-  // Never later than the earliest deadline. nullopt when empty. O(levels).
+  // level 0, otherwise the start of the slot that holds it (where it moves down a level); now()
+  // when a timer is already overdue. Never later than the earliest deadline or now(), whichever
+  // is later. nullopt when empty. O(levels).
   std::optional<clock::time_point> next_deadline() const noexcept;
 
   std::size_t size() const noexcept { return size_; }
