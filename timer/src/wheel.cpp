@@ -14,17 +14,7 @@ timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
 timer_wheel::~timer_wheel() {
   for (slot& sl : slots_)
     for (timer_node* n : sl.entries)
-      if (n != nullptr) n->state_ = timer_node::state::idle;
-}
-
-void timer_wheel::compact(slot& sl) noexcept {
-  std::uint32_t w = 0;
-  for (timer_node* n : sl.entries) {
-    if (n == nullptr) continue;
-    n->pos_ = w;
-    sl.entries[w++] = n;
-  }
-  sl.entries.resize(w);
+      if (!is_hole(n)) n->state_ = timer_node::state::idle;
 }
 
 std::optional<timer_wheel::expiration> timer_wheel::next_expiration() const noexcept {
@@ -55,13 +45,14 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   slot& sl = slots_[e.level * slots_per_level + e.slot];
   occupied_[e.level] &= ~(std::uint64_t{1} << e.slot);
   sl.live = 0;
+  sl.hole = no_hole;
   scratch_.swap(sl.entries);
   elapsed_ = e.tick;
   const std::size_t count = scratch_.size();
   for (std::size_t i = 0; i < count; ++i) {
-    if (i + 8 < count && scratch_[i + 8] != nullptr) __builtin_prefetch(scratch_[i + 8], 1);
+    if (i + 8 < count && !is_hole(scratch_[i + 8])) __builtin_prefetch(scratch_[i + 8], 1);
     timer_node* n = scratch_[i];
-    if (n == nullptr) continue;
+    if (is_hole(n)) continue;
     if (n->tick_ <= now) {
       --size_;
       batch_.add(*n);
@@ -81,9 +72,10 @@ std::size_t timer_wheel::advance(clock::time_point now_tp) {
   slot& overdue = slots_[overdue_slot];
   if (overdue.live > 0) {
     for (timer_node* n : overdue.entries)
-      if (n != nullptr) batch_.add(*n);
+      if (!is_hole(n)) batch_.add(*n);
     size_ -= overdue.live;
     overdue.live = 0;
+    overdue.hole = no_hole;
     overdue.entries.clear();
   }
   while (auto e = next_expiration()) {

@@ -3,10 +3,11 @@
 // occupied slots it visits and the timers it expires, never the ticks that elapsed.
 //
 // Slots are vectors of node pointers rather than intrusive lists: a node knows its index, so
-// cancel touches only the node and its own entry (a nulled "tombstone"), never list neighbours,
-// which at a million timers is where a linked wheel spends its cache misses. A slot whose
-// entries are mostly tombstones is compacted; a tombstone at the end is popped at once. Slot
-// capacity is kept once grown, so a wheel in steady state allocates nothing.
+// cancel touches only the node and its own entry, never list neighbours, which at a million
+// timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
+// the slot's next insert reuses (the holes form a stack threaded through the entries), so
+// entries never move, no node's index is ever rewritten, and a slot's storage is bounded by its
+// peak population. Capacity is kept once grown, so a wheel in steady state allocates nothing.
 //
 // Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
 // never earlier and never later. Deadlines at or before the wheel's time fire at the next
@@ -99,9 +100,16 @@ class timer_wheel {
   static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;
   static constexpr std::uint16_t overdue_slot = wheel_slots;  // deadlines <= elapsed_
 
+  // A hole is an odd value: (index of the next hole << 1) | 1. Node pointers are even.
+  static constexpr std::uint32_t no_hole = ~std::uint32_t{0};
+  static bool is_hole(const timer_node* p) noexcept { return (reinterpret_cast<std::uintptr_t>(p) & 1) != 0; }
+  static timer_node* hole_linking(std::uint32_t next) noexcept {
+    return reinterpret_cast<timer_node*>((std::uintptr_t{next} << 1) | 1);
+  }
   struct slot {
-    std::vector<timer_node*> entries;  // live nodes and tombstones (nullptr)
-    std::uint32_t live = 0;            // non-null entries; bitmap bit set iff live > 0
+    std::vector<timer_node*> entries;  // live nodes and holes
+    std::uint32_t live = 0;            // live entries; bitmap bit set iff live > 0
+    std::uint32_t hole = no_hole;      // the most recent hole, reused first
   };
   struct expiration {
     unsigned level;
@@ -121,8 +129,15 @@ class timer_wheel {
     slot& sl = slots_[id];
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
-    n.pos_ = static_cast<std::uint32_t>(sl.entries.size());
-    sl.entries.push_back(&n);
+    if (sl.hole != no_hole) {
+      const std::uint32_t i = sl.hole;
+      sl.hole = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(sl.entries[i]) >> 1);
+      sl.entries[i] = &n;
+      n.pos_ = i;
+    } else {
+      n.pos_ = static_cast<std::uint32_t>(sl.entries.size());
+      sl.entries.push_back(&n);
+    }
     ++sl.live;
   }
 
@@ -132,20 +147,16 @@ class timer_wheel {
     n.state_ = timer_node::state::idle;
     if (--sl.live == 0) {
       sl.entries.clear();
+      sl.hole = no_hole;
       if (n.slot_ != overdue_slot)
         occupied_[n.slot_ / detail::slots_per_level] &=
             ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
       return;
     }
-    sl.entries[n.pos_] = nullptr;
-    if (n.pos_ + 1 == sl.entries.size()) {
-      while (sl.entries.back() == nullptr) sl.entries.pop_back();
-    } else if (sl.live * 4 <= sl.entries.size() && sl.entries.size() >= 64) {
-      compact(sl);
-    }
+    sl.entries[n.pos_] = hole_linking(sl.hole);
+    sl.hole = n.pos_;
   }
 
-  static void compact(slot& sl) noexcept;
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
 
