@@ -528,6 +528,8 @@ TEST(timer_queue, dispatches_to_the_kind_chosen) {
   wheel.schedule(b, clock::time_point(100ms));
   as_heap.schedule(c, t0 + 100ms);
   heap.schedule(d, t0 + 100ms);
+  as_wheel.advance(clock::time_point{});  // files the staged timers into their slots
+  wheel.advance(clock::time_point{});
   EXPECT_EQ(as_wheel.next_deadline(), wheel.next_deadline());
   EXPECT_EQ(as_heap.next_deadline(), heap.next_deadline());
   EXPECT_NE(wheel.next_deadline(), clock::time_point(100ms));

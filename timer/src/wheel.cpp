@@ -35,8 +35,25 @@ std::optional<timer_wheel::expiration> timer_wheel::next_expiration() const noex
 
 std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
   if (slots_[overdue_slot].live > 0) return scale_.time_of(elapsed_);
-  if (auto e = next_expiration()) return scale_.time_of(e->tick);
+  std::optional<tick_t> next;
+  if (auto e = next_expiration()) next = e->tick;
+  if (slots_[staged_slot].live > 0) {
+    const tick_t staged = min_staged_ > elapsed_ ? min_staged_ : elapsed_;
+    if (!next || staged < *next) next = staged;
+  }
+  if (next) return scale_.time_of(*next);
   return std::nullopt;
+}
+
+void timer_wheel::file_staged() {
+  slot& staged = slots_[staged_slot];
+  staging_scratch_.swap(staged.entries);
+  staged.live = 0;
+  staged.hole = no_hole;
+  min_staged_ = ~tick_t{0};
+  for (timer_node* n : staging_scratch_)
+    if (!is_hole(n)) file(*n, n->tick_);
+  staging_scratch_.clear();
 }
 
 void timer_wheel::process(const expiration& e, tick_t now) {
@@ -57,7 +74,7 @@ void timer_wheel::process(const expiration& e, tick_t now) {
       --size_;
       batch_.add(*n);
     } else {
-      insert(*n, n->tick_);
+      file(*n, n->tick_);
     }
   }
   scratch_.clear();
@@ -68,6 +85,7 @@ std::size_t timer_wheel::advance(clock::time_point now_tp) {
   const tick_t now = scale_.now_tick(now_tp);
   if (now < elapsed_) return 0;
   advancing_ = true;
+  file_staged();
 
   slot& overdue = slots_[overdue_slot];
   if (overdue.live > 0) {

@@ -9,6 +9,10 @@
 // entries never move, no node's index is ever rewritten, and a slot's storage is bounded by its
 // peak population. Capacity is kept once grown, so a wheel in steady state allocates nothing.
 //
+// schedule() only stages a node (an append to a small array); staged nodes are filed into
+// their slots by the next advance() or when 256 have accumulated. A timeout scheduled and
+// cancelled within one loop iteration, the common case, so never touches a wheel slot.
+//
 // Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
 // never earlier and never later. Deadlines at or before the wheel's time fire at the next
 // advance. Time never goes backwards: advance to an earlier time is a no-op.
@@ -43,7 +47,7 @@ class timer_wheel {
   // Precondition: !n.scheduled(). O(1).
   void schedule(timer_node& n, clock::time_point deadline) {
     assert(!n.scheduled());
-    insert(n, scale_.deadline_tick(deadline));
+    stage(n, scale_.deadline_tick(deadline));
     ++size_;
   }
 
@@ -68,12 +72,19 @@ class timer_wheel {
   // node stays in its slot, which comes due no later than the old deadline, and is re-filed then.
   void reschedule(timer_node& n, clock::time_point deadline) {
     const tick_t t = scale_.deadline_tick(deadline);
-    if (n.state_ == timer_node::state::queued && n.slot_ != overdue_slot && t >= n.tick_) {
-      n.tick_ = t;
-      return;
+    if (n.state_ == timer_node::state::queued) {
+      if (n.slot_ == staged_slot) {  // not filed yet: any new deadline is just recorded
+        n.tick_ = t;
+        if (t < min_staged_) min_staged_ = t;
+        return;
+      }
+      if (n.slot_ != overdue_slot && t >= n.tick_) {
+        n.tick_ = t;
+        return;
+      }
     }
     cancel(n);
-    insert(n, t);
+    stage(n, t);
     ++size_;
   }
 
@@ -98,7 +109,9 @@ class timer_wheel {
 
  private:
   static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;
-  static constexpr std::uint16_t overdue_slot = wheel_slots;  // deadlines <= elapsed_
+  static constexpr std::uint16_t overdue_slot = wheel_slots;     // deadlines <= elapsed_
+  static constexpr std::uint16_t staged_slot = wheel_slots + 1;  // scheduled, not yet filed
+  static constexpr std::size_t stage_limit = 256;
 
   // A hole is an odd value: (index of the next hole << 1) | 1. Node pointers are even.
   static constexpr std::uint32_t no_hole = ~std::uint32_t{0};
@@ -117,7 +130,15 @@ class timer_wheel {
     tick_t tick;  // first tick of the slot
   };
 
-  void insert(timer_node& n, tick_t t) {
+  void stage(timer_node& n, tick_t t) {
+    n.tick_ = t;
+    if (t < min_staged_) min_staged_ = t;
+    add_to(staged_slot, n);
+    if (slots_[staged_slot].entries.size() >= stage_limit) file_staged();
+  }
+
+  // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
+  void file(timer_node& n, tick_t t) {
     n.tick_ = t;
     std::uint16_t id = overdue_slot;
     if (t > elapsed_) {
@@ -126,6 +147,10 @@ class timer_wheel {
       id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
       occupied_[level] |= std::uint64_t{1} << s;
     }
+    add_to(id, n);
+  }
+
+  void add_to(std::uint16_t id, timer_node& n) {
     slot& sl = slots_[id];
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
@@ -148,7 +173,7 @@ class timer_wheel {
     if (--sl.live == 0) {
       sl.entries.clear();
       sl.hole = no_hole;
-      if (n.slot_ != overdue_slot)
+      if (n.slot_ < wheel_slots)
         occupied_[n.slot_ / detail::slots_per_level] &=
             ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
       return;
@@ -157,6 +182,7 @@ class timer_wheel {
     sl.hole = n.pos_;
   }
 
+  void file_staged();
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
 
@@ -165,8 +191,10 @@ class timer_wheel {
   std::size_t size_ = 0;
   bool advancing_ = false;
   std::array<std::uint64_t, detail::level_count> occupied_{};
-  std::array<slot, wheel_slots + 1> slots_;
+  std::array<slot, wheel_slots + 2> slots_;
   std::vector<timer_node*> scratch_;  // the slot being processed, detached
+  std::vector<timer_node*> staging_scratch_;
+  tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
   detail::expiry_batch batch_;
 };
 
