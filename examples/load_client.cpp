@@ -96,8 +96,13 @@ int main(int argc, char** argv) {
   runtime rt(runtime_options{.cores = cores, .sq_entries = 4096, .pin_threads = !examples::has_flag(argc, argv, "no-pin")});
   rt.run([&](unsigned core) -> task<void> {
     for (long i = core; i < connections; i += cores) spawn(talker(*to, size, until, t));
-    for (long i = core; i < idle; i += cores) spawn(idler(*to, until + 1s, t));
-    co_return;
+    // Idle connections follow in batches, so a burst of thousands of connects does not overflow
+    // the server's accept queue while the talkers are still connecting.
+    co_await sleep_for(200ms);
+    for (long i = core; i < idle; i += cores) {
+      spawn(idler(*to, until + 1s, t));
+      if ((i / cores) % 1000 == 999) co_await sleep_for(20ms);
+    }
   });
   const double seconds = std::chrono::duration<double>(clock::now() - start).count();
   const double rt_seconds = std::chrono::duration<double>(duration).count();
