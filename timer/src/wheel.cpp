@@ -12,6 +12,7 @@ timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
     : scale_(tick), elapsed_(scale_.now_tick(start)) {}
 
 timer_wheel::~timer_wheel() {
+  flush_cancels();
   for (slot& sl : slots_)
     for (timer_node* n : sl.entries)
       if (!is_hole(n)) n->state_ = timer_node::state::idle;
@@ -46,6 +47,7 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
 }
 
 void timer_wheel::file_staged() {
+  flush_cancels();
   slot& staged = slots_[staged_slot];
   staging_scratch_.swap(staged.entries);
   staged.live = 0;

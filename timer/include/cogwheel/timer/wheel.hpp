@@ -13,6 +13,11 @@
 // their slots by the next advance() or when 256 have accumulated. A timeout scheduled and
 // cancelled within one loop iteration, the common case, so never touches a wheel slot.
 //
+// cancel() of a filed node touches only the node and the slot's header: the write that turns
+// its slot entry into a hole is logged (slot, index) and applied in a batch before anything
+// reads or adds slot entries again (filing, advance, destruction). At a million timers that
+// entry is a cache miss that depends on the node's own miss; batched, the misses overlap.
+//
 // Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
 // never earlier and never later. Deadlines at or before the wheel's time fire at the next
 // advance. Time never goes backwards: advance to an earlier time is a no-op.
@@ -124,6 +129,10 @@ class timer_wheel {
     std::uint32_t live = 0;            // live entries; bitmap bit set iff live > 0
     std::uint32_t hole = no_hole;      // the most recent hole, reused first
   };
+  struct cancelled_entry {
+    std::uint32_t pos;
+    std::uint16_t slot;
+  };
   struct expiration {
     unsigned level;
     unsigned slot;
@@ -166,6 +175,9 @@ class timer_wheel {
     ++sl.live;
   }
 
+  // Takes n out of its slot. live, the bitmap and size stay exact at once; for a filed node the
+  // entry itself becomes a hole at the next flush_cancels() (an emptied slot is reset now, and
+  // its logged entries are then beyond its size and skipped).
   void unlink(timer_node& n) noexcept {
     slot& sl = slots_[n.slot_];
     assert(n.pos_ < sl.entries.size() && sl.entries[n.pos_] == &n);
@@ -178,8 +190,29 @@ class timer_wheel {
             ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
       return;
     }
-    sl.entries[n.pos_] = hole_linking(sl.hole);
-    sl.hole = n.pos_;
+    if (n.slot_ == staged_slot) {  // hot, and stage() reuses its holes without a flush
+      make_hole(sl, n.pos_);
+      return;
+    }
+    cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
+    if (cancel_count_ == cancel_log_.size()) flush_cancels();
+  }
+
+  static void make_hole(slot& sl, std::uint32_t pos) noexcept {
+    sl.entries[pos] = hole_linking(sl.hole);
+    sl.hole = pos;
+  }
+
+  // Applies the logged cancels. Invariant that makes the log safe: between a cancel and this
+  // flush no wheel slot gains an entry (only file() adds, and its callers flush first), and no
+  // one reads a filed slot's entries (they may point at nodes already destroyed).
+  void flush_cancels() noexcept {
+    for (std::uint32_t i = 0; i < cancel_count_; ++i) {
+      const cancelled_entry c = cancel_log_[i];
+      slot& sl = slots_[c.slot];
+      if (c.pos < sl.entries.size()) make_hole(sl, c.pos);
+    }
+    cancel_count_ = 0;
   }
 
   void file_staged();
@@ -195,6 +228,8 @@ class timer_wheel {
   std::vector<timer_node*> scratch_;  // the slot being processed, detached
   std::vector<timer_node*> staging_scratch_;
   tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
+  std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
+  std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;
 };
 
