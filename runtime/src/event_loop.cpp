@@ -161,11 +161,12 @@ void event_loop::cancel_async(io_completion& op) {
 void event_loop::cancel_and_wait(io_completion& op, bool& in_flight) {
   const auto id = reinterpret_cast<std::uint64_t>(&op);
   // Completions of op already taken from the ring but not yet dispatched go to it first.
+  // By index: a dispatched handler may append to these vectors (a deferred completion).
   for (std::vector<cqe_copy>* v : {&reaped_, &deferred_}) {
-    for (cqe_copy& c : *v) {
-      if (c.user_data != id) continue;
-      const cqe_copy copy = c;
-      c.user_data = 0;
+    for (std::size_t i = 0; i < v->size(); ++i) {
+      if ((*v)[i].user_data != id) continue;
+      const cqe_copy copy = (*v)[i];
+      (*v)[i].user_data = 0;
       dispatch(copy);
     }
   }

@@ -20,13 +20,24 @@ extern "C" void on_stop_signal(int) {
   if (runtime* rt = signal_target.load()) rt->stop();
 }
 
+// Pins the calling thread to the core-th CPU the process may run on (wrapping around), so a
+// runtime started under taskset or a cgroup cpuset stays inside it. Best effort: a failure
+// leaves the thread unpinned.
 void pin_to_cpu(unsigned core) {
-  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (cpus <= 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core % static_cast<unsigned>(cpus), &set);
-  ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);  // best effort
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  const int count = CPU_COUNT(&allowed);
+  if (count <= 0) return;
+  int wanted = static_cast<int>(core % static_cast<unsigned>(count));
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || wanted-- != 0) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+    return;
+  }
 }
 
 }  // namespace
@@ -82,13 +93,14 @@ void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
   running_.store(cores_);
   stopping_.store(false);
   error_ = nullptr;
+  struct sigaction old_int {}, old_term {};
   if (options_.stop_on_signals) {
     signal_target.store(this);
     struct sigaction sa {};
     sa.sa_handler = &on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, &old_int);
+    ::sigaction(SIGTERM, &sa, &old_term);
   }
 
   std::latch ready(cores_);     // every loop exists (or failed) before any main task starts
@@ -125,8 +137,8 @@ void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
   if (options_.stop_on_signals) {
     runtime* self = this;
     signal_target.compare_exchange_strong(self, nullptr);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
+    ::sigaction(SIGINT, &old_int, nullptr);  // the handlers the program had before run()
+    ::sigaction(SIGTERM, &old_term, nullptr);
   }
   for (unsigned i = 0; i < cores_; ++i) loops_[i].store(nullptr);
   // A stop() from another thread may have loaded a loop before it was unpublished: wait until

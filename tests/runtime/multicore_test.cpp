@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -14,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/spawn.hpp>
@@ -41,6 +44,33 @@ struct atomic_probe {
     if (flag != nullptr) flag->store(true);
   }
 };
+
+TEST(runtime, pins_each_core_inside_the_cpus_the_process_may_use) {
+  // As under `taskset -c <last cpu>` or a cgroup cpuset: the threads must stay inside it.
+  cpu_set_t before;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof before, &before), 0);
+  int last = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &before)) last = cpu;
+  if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "needs two CPUs to restrict the process to one";
+  cpu_set_t only_last;
+  CPU_ZERO(&only_last);
+  CPU_SET(last, &only_last);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof only_last, &only_last), 0);  // threads inherit it
+  std::mutex m;
+  std::vector<int> pinned;
+  runtime rt(two_cores());
+  rt.run([&](unsigned) -> task<void> {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    ::sched_getaffinity(0, sizeof mine, &mine);
+    std::lock_guard lock(m);
+    pinned.push_back(CPU_COUNT(&mine) == 1 && CPU_ISSET(last, &mine) ? last : -1);
+    co_return;
+  });
+  ASSERT_EQ(::sched_setaffinity(0, sizeof before, &before), 0);
+  EXPECT_EQ(pinned, (std::vector<int>{last, last}));
+}
 
 TEST(runtime, runs_one_main_per_core_each_on_its_own_core) {
   std::mutex mu;

@@ -29,7 +29,11 @@ class [[nodiscard]] result {
 
   result() requires std::is_default_constructible_v<T> : v_(std::in_place_index<0>) {}
   result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
-  result(std::error_code ec) : v_(std::in_place_index<1>, ec) { assert(ec); }  // NOLINT
+  // Precondition, checked in every build: ec is an error. A result<T> with neither a value nor an
+  // error would read as failed while error() says success.
+  result(std::error_code ec) : v_(std::in_place_index<1>, ec) {  // NOLINT: implicit by design
+    if (!ec) throw std::invalid_argument("cogwheel::result<T> built from an empty error_code");
+  }
   result(errc e) : result(std::make_error_code(e)) {}                          // NOLINT
 
   bool has_value() const noexcept { return v_.index() == 0; }
@@ -65,7 +69,7 @@ class [[nodiscard]] result<void> {
   using value_type = void;
 
   result() noexcept = default;
-  result(std::error_code ec) noexcept : ec_(ec) {}  // NOLINT
+  result(std::error_code ec) noexcept : ec_(ec) {}  // NOLINT; an empty error_code is success
   result(errc e) noexcept : ec_(std::make_error_code(e)) {}  // NOLINT
 
   bool has_value() const noexcept { return !ec_; }
