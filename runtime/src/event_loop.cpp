@@ -249,9 +249,15 @@ void event_loop::wait_and_reap() {
       if (paused_) {
         jump = true;  // poll I/O once; if nothing completes, only the timers can move on
       } else {
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(*next - now_).count();
-        ts.tv_sec = ns / 1'000'000'000;
-        ts.tv_nsec = ns % 1'000'000'000;
+        // The kernel's wait is relative, so it is measured from a fresh reading rather than
+        // from the iteration's timestamp: otherwise the time this iteration spent resuming
+        // its expired batch and ready queue would be added to the sleep. The wheel still
+        // advances only to the one timestamp per iteration.
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(*next - clock::now()).count();
+        if (ns > 0) {
+          ts.tv_sec = ns / 1'000'000'000;
+          ts.tv_nsec = ns % 1'000'000'000;
+        }
       }
     }
   }
