@@ -10,6 +10,7 @@
 //   deadline  with_deadline(read, idle) with idle.reset(30 s) per message (the idle-kick way)
 // Counters: rt_per_s, server_cpu_us_per_rt, client_cpu_us_per_rt.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -87,6 +88,7 @@ void bm_echo(benchmark::State& state, mode how) {
     double server_cpu = 0, client_cpu = 0, seconds = 0;
     long measured = 0;
     std::atomic<bool> all_accepted{false};
+    std::atomic<int> accept_error{0};
     std::atomic<clockid_t> server_clock{};
     runtime rt(runtime_options{.cores = 2, .sq_entries = 4096});
     rt.run([&](unsigned core) -> task<void> {
@@ -95,15 +97,24 @@ void bm_echo(benchmark::State& state, mode how) {
         ::pthread_getcpuclockid(::pthread_self(), &cid);
         server_clock.store(cid);
         for (int i = 0; i < connections; ++i) {
-          auto c = co_await listener->accept();
-          if (!c) co_return;
+          // Bounded, so a client that could not connect (descriptors) fails the run, not hangs it.
+          auto c = co_await with_timeout(listener->accept(), 10s);
+          if (!c) {
+            accept_error.store(c.error().value());
+            co_return;
+          }
           spawn(session(std::move(*c), how));
         }
         all_accepted.store(true);
         co_return;  // sessions keep running until the client stops the runtime
       }
       for (int i = 0; i < connections; ++i) spawn(talker(to, size, stop, round_trips, finished));
-      while (!all_accepted.load()) co_await sleep_for(1ms);
+      while (!all_accepted.load() && accept_error.load() == 0) co_await sleep_for(1ms);
+      if (accept_error.load() != 0) {
+        stop.store(true);
+        rt.stop();
+        co_return;
+      }
       co_await sleep_for(300ms);  // warm-up
       const clockid_t server = server_clock.load();
       const long before = round_trips.load();
@@ -119,6 +130,12 @@ void bm_echo(benchmark::State& state, mode how) {
       while (finished.load() < connections) co_await sleep_for(1ms);
       rt.stop();
     });
+    if (accept_error.load() != 0) {
+      state.SkipWithError(("accepting the connections failed: " +
+                           std::make_error_code(static_cast<std::errc>(accept_error.load())).message())
+                              .c_str());
+      return;
+    }
     const auto rts = static_cast<double>(measured);
     state.SetIterationTime(seconds);
     state.counters["rt_per_s"] = rts / seconds;
@@ -142,6 +159,12 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Client and server share this process: two descriptors per connection.
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
   register_all();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -554,6 +554,44 @@ TEST(timeout_io, write_all_destroyed_mid_transfer_stops_after_what_was_sent) {
   }());
 }
 
+TEST(timeout_io, write_all_cut_by_its_timeout_reports_exactly_the_bytes_sent) {
+  // A timeout never loses bytes written: with_timeout can only say timed_out, so write_all's
+  // counter tells the caller how far it got, and the peer receives exactly that prefix.
+  static constexpr std::size_t total = 8 << 20;
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    CO_ASSERT_OK(pair->client.set_send_buffer_size(32 * 1024));
+    std::vector<std::byte> data(total);
+    for (std::size_t i = 0; i < total; ++i) data[i] = pattern_at(i);
+    std::size_t sent = 12345;  // reset by write_all
+    auto r = co_await with_timeout(pair->client.write_all(data, sent), 20ms);  // nobody reads yet
+    CO_ASSERT_TRUE(!r);
+    EXPECT_EQ(r.error(), errc::timed_out);
+    EXPECT_GT(sent, 0u);
+    EXPECT_LT(sent, total);
+    CO_ASSERT_OK(co_await pair->client.shutdown());
+    std::vector<std::byte> got;
+    std::vector<std::byte> buf(64 * 1024);
+    for (;;) {
+      auto n = co_await with_timeout(pair->server.read(buf), 5s);
+      CO_ASSERT_OK(n);
+      if (*n == 0) break;
+      got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+    }
+    EXPECT_EQ(got.size(), sent);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != pattern_at(i)) {
+        ADD_FAILURE() << "byte " << i << " is wrong";
+        break;
+      }
+    }
+    std::size_t all = 0;  // and the counter reads the whole length when it completes
+    CO_ASSERT_OK(co_await pair->server.write_all(bytes_of("fine"), all));
+    EXPECT_EQ(all, 4u);
+  }());
+}
+
 TEST(timeout_io, accept_times_out_and_the_listener_keeps_later_connections) {
   run(
       []() -> task<void> {

@@ -75,15 +75,20 @@ class send_operation : public kernel_operation<send_operation, cogwheel::result<
 };
 
 // Sends until every byte is written, re-submitting after partial writes. On cancellation
-// (a timeout) it stops after the write in flight; written() tells how much went out.
+// (a timeout) it stops after the write in flight; written() tells how much went out, and so
+// does *progress (when given) in every outcome, since with_timeout returns only timed_out.
 class send_all_operation : public kernel_operation<send_all_operation, cogwheel::result<void>> {
  public:
-  send_all_operation(int fd, std::span<const std::byte> buf) noexcept : fd_(fd), buf_(buf) {}
+  send_all_operation(int fd, std::span<const std::byte> buf, std::size_t* progress = nullptr) noexcept
+      : fd_(fd), buf_(buf), progress_(progress) {
+    if (progress_ != nullptr) *progress_ = 0;
+  }
   void prepare(io_uring_sqe* sqe) noexcept {
     io_uring_prep_send(sqe, fd_, buf_.data() + written_, buf_.size() - written_, MSG_NOSIGNAL);
   }
   bool on_result(int res) {
     if (res > 0) written_ += static_cast<std::size_t>(res);
+    if (progress_ != nullptr) *progress_ = written_;
     if (res <= 0 || written_ == buf_.size() || cancel_requested()) return true;
     resubmit();
     return false;
@@ -100,6 +105,7 @@ class send_all_operation : public kernel_operation<send_all_operation, cogwheel:
   int fd_;
   std::span<const std::byte> buf_;
   std::size_t written_ = 0;
+  std::size_t* progress_;
 };
 
 class shutdown_operation : public kernel_operation<shutdown_operation, cogwheel::result<void>> {
@@ -149,6 +155,12 @@ class tcp_stream {
   detail::send_operation write(std::span<const std::byte> buf) noexcept { return {fd_, buf}; }
   // awaitable<cogwheel::result<void>>: writes every byte.
   detail::send_all_operation write_all(std::span<const std::byte> buf) noexcept { return {fd_, buf}; }
+  // The same, and `written` counts the bytes that went out whatever the outcome: after
+  // with_timeout(s.write_all(buf, n), d) returns timed_out, exactly buf[0, n) was sent.
+  // `written` must outlive the operation.
+  detail::send_all_operation write_all(std::span<const std::byte> buf, std::size_t& written) noexcept {
+    return {fd_, buf, &written};
+  }
   // awaitable<cogwheel::result<void>>: no more writes from this side (the peer reads end-of-stream).
   detail::shutdown_operation shutdown(int how = SHUT_WR) noexcept { return {fd_, how}; }
 
