@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # echo_compare: cogwheel's examples/echo_server (--mode=timeout, one core) against
-# bench/peers/asio_echo_server (one thread; with use_awaitable, then with as_tuple tokens), each
+# bench/peers/asio_echo_server (one thread; with use_awaitable, then with as_tuple tokens) and
+# bench/peers/epoll_echo_server (bare level-triggered epoll, no timeouts: the baseline), each
 # driven by examples/load_client in its own process over 127.0.0.1, for 64 B and 1 KiB messages.
 # Prints a Markdown table: round trips per second, the server's CPU time per round trip (its
 # process CPU time, as it prints at exit on SIGINT, divided by the client's round trips), and the
 # client's p50/p99 latency.
 #
 # Usage: bench/peers/echo_compare.sh [BUILD_DIR]        (default build/bench; builds nothing:
-#          cmake --build BUILD_DIR --target echo_server load_client asio_echo_server)
+#          cmake --build BUILD_DIR --target echo_server load_client asio_echo_server
+#          epoll_echo_server)
 # Environment: DURATION_MS=3000 CONNECTIONS=1000 PORT=7611 SIZES="64 1024"
 #
 # Placement: the server runs on CPU 0 and the client on CPU 1 (taskset; load_client --no-pin).
@@ -41,7 +43,8 @@ find_bin() {
 echo_server=$(find_bin echo_server)
 load_client=$(find_bin load_client)
 asio_echo_server=$(find_bin asio_echo_server)
-for bin in echo_server load_client asio_echo_server; do
+epoll_echo_server=$(find_bin epoll_echo_server)
+for bin in echo_server load_client asio_echo_server epoll_echo_server; do
   if [ -z "${!bin}" ]; then
     echo "echo_compare: $bin not found under $build (cmake --build $build --target $bin)" >&2
     exit 1
@@ -124,4 +127,5 @@ for size in $sizes; do
   run_one "cogwheel echo_server (timeout)" "$size" "$echo_server" --cores=1 --mode=timeout
   run_one "asio_echo_server (use_awaitable)" "$size" "$asio_echo_server" --tokens=use_awaitable
   run_one "asio_echo_server (as_tuple)" "$size" "$asio_echo_server" --tokens=as_tuple
+  run_one "epoll_echo_server (no timeout)" "$size" "$epoll_echo_server"
 done
