@@ -19,7 +19,7 @@ for kind in wheel heap; do
   server=$!
   sleep 0.5
   client=$(taskset -c 1 "$build/examples/load_client" --to=127.0.0.1:"$port" --connections="$talkers" \
-    --idle="$idle" --size=64 --duration-ms=6000 --no-pin) || true  # failures are in its line
+    --idle="$idle" --size=64 --duration-ms=6000 --spread=8 --no-pin) || true  # failures are in its line
   kill -INT "$server"
   wait "$server" || true
   echo "== $kind: client: $client"
