@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -369,6 +370,57 @@ TEST(timeout_io, a_timeout_racing_data_from_another_thread_never_loses_or_duplic
                     counts.timed_out, counts.data, counts.fired_but_data);
       }(),
       runtime_options{.tick = 100us});
+}
+
+TEST(timeout_io, a_peer_that_sends_exactly_at_the_deadline_loses_no_byte_on_a_paused_clock) {
+  // Deterministic: on the paused clock the reader's timeout and the peer's send are due at the
+  // same instant, so they fire in the same advance, in either order (the sender's sleep filed
+  // before or after the read's timer). Whichever wins, the byte is either returned by the read
+  // or left for the next one, and the timeout, if reported, fired exactly at the deadline.
+  for (const bool sender_first : {true, false}) {
+    for (const timer_kind kind : {timer_kind::wheel, timer_kind::heap}) {
+      SCOPED_TRACE(std::string(sender_first ? "sender filed first, " : "reader filed first, ") +
+                   (kind == timer_kind::wheel ? "wheel" : "heap"));
+      run(
+          [](bool sender_first) -> task<void> {
+            auto pair = co_await connect_pair();
+            CO_ASSERT_OK(pair);
+            // On a tick boundary (ticks count from the clock's epoch), so both fire exactly there.
+            const clock::time_point at = std::chrono::ceil<std::chrono::milliseconds>(loop_now() + 10ms);
+            auto sender = [](tcp_stream& s, clock::time_point at) -> task<void> {
+              co_await sleep_until(at);
+              CO_ASSERT_OK(co_await s.write_all(bytes_of("x")));
+            };
+            std::byte buf[8];
+            std::fill(std::begin(buf), std::end(buf), sentinel);
+            auto reader = [](tcp_stream& s, std::span<std::byte> b, clock::time_point at,
+                             result<std::size_t>& out, clock::time_point& ended) -> task<void> {
+              out = co_await with_deadline(s.read(b), at);
+              ended = loop_now();
+            };
+            result<std::size_t> got = errc::operation_in_progress;
+            clock::time_point ended{};
+            if (sender_first) {
+              co_await when_all(sender(pair->client, at), reader(pair->server, buf, at, got, ended));
+            } else {
+              co_await when_all(reader(pair->server, buf, at, got, ended), sender(pair->client, at));
+            }
+            if (got) {
+              EXPECT_EQ(*got, 1u);
+              EXPECT_EQ(buf[0], std::byte{'x'});
+            } else {
+              EXPECT_EQ(got.error(), errc::timed_out);
+              EXPECT_EQ(ended, at);  // not a tick early, not a tick late
+              EXPECT_TRUE(untouched(buf));
+              auto again = co_await with_timeout(pair->server.read(buf), 1s);  // the byte waits
+              CO_ASSERT_OK(again);
+              EXPECT_EQ(*again, 1u);
+              EXPECT_EQ(buf[0], std::byte{'x'});
+            }
+          }(sender_first),
+          runtime_options{.timers = kind, .paused_clock = true});
+    }
+  }
 }
 
 TEST(timeout_io, a_read_that_completes_as_its_timer_fires_returns_its_data) {
