@@ -2,6 +2,7 @@
 # The test command of README.md, and what CI runs: installs what is missing, then
 #   1. CMake Release build (g++, -Werror) and every test;
 #   2. Meson release build (g++, -Werror) and the same tests;
+#   2b. CMake Release build with clang-16 (-Werror) and the same tests;
 #   3. CMake Debug build with -fsanitize=address,undefined and every test again;
 #   4. CMake Debug build with -fsanitize=thread and the multi-core tests (label multicore);
 #   5. the libFuzzer differential target (clang-16) for a bounded time;
@@ -27,6 +28,12 @@ if [ ! -d build/ci-meson ]; then
 fi
 meson compile -C build/ci-meson -j "$jobs"
 meson test -C build/ci-meson --print-errorlogs --num-processes "$jobs"
+
+stage "cmake release (clang-16)"
+cmake -S . -B build/ci-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-16 \
+  -DCOGWHEEL_WERROR=ON >/dev/null
+cmake --build build/ci-clang -j "$jobs"
+(cd build/ci-clang && ctest --output-on-failure -j "$jobs")
 
 stage "cmake debug + address,undefined sanitizers"
 cmake -S . -B build/ci-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 \

@@ -43,7 +43,7 @@ TEST(result, an_error_converts_to_false_and_value_throws_bad_result_access_with_
 }
 
 TEST(result, an_empty_error_code_is_rejected_for_a_value_result_and_means_success_for_void) {
-  EXPECT_THROW(result<int>(std::error_code{}), std::invalid_argument);
+  EXPECT_THROW((void)result<int>(std::error_code{}), std::invalid_argument);
   result<void> ok(std::error_code{});
   EXPECT_TRUE(ok.has_value());
   EXPECT_NO_THROW(ok.value());
