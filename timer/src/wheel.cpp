@@ -69,7 +69,7 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   elapsed_ = e.tick;
   const std::size_t count = scratch_.size();
   for (std::size_t i = 0; i < count; ++i) {
-    if (i + 8 < count && !is_hole(scratch_[i + 8])) __builtin_prefetch(scratch_[i + 8], 1);
+    if (i + 64 < count && !is_hole(scratch_[i + 64])) __builtin_prefetch(scratch_[i + 64], 1);
     timer_node* n = scratch_[i];
     if (is_hole(n)) continue;
     if (n->tick_ <= now) {
