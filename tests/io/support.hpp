@@ -5,13 +5,18 @@
 
 #include <cogwheel/cogwheel.hpp>
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <coroutine>
+#include <exception>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -49,6 +54,25 @@ inline int scaled(int n) {
 // reordered chunk of any size shows up at its first byte.
 inline std::byte pattern_at(std::uint64_t i) noexcept {
   return static_cast<std::byte>((i * 131 + (i >> 10) * 7 + (i >> 20) * 3) & 0xff);
+}
+
+// The pattern's first n bytes.
+inline std::vector<std::byte> pattern_bytes(std::size_t n) {
+  std::vector<std::byte> data(n);
+  for (std::size_t i = 0; i < n; ++i) data[i] = pattern_at(i);
+  return data;
+}
+
+// Everything the peer sends until it shuts down its side (each read bounded by 5 s).
+inline task<result<std::vector<std::byte>>> read_to_eof(tcp_stream& s) {
+  std::vector<std::byte> got;
+  std::vector<std::byte> buf(64 * 1024);
+  for (;;) {
+    auto n = co_await with_timeout(s.read(buf), std::chrono::seconds(5));
+    if (!n) co_return n.error();
+    if (*n == 0) co_return got;
+    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+  }
 }
 
 struct stream_pair {
@@ -91,5 +115,35 @@ inline std::span<const std::byte> bytes_of(std::string_view s) noexcept {
 inline std::string_view text_of(std::span<const std::byte> b) noexcept {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
+
+// Shared by the timeout tests.
+// The loop's time: the virtual time under a paused clock (no public accessor for it).
+inline clock::time_point loop_now() { return detail::current_time(); }
+
+inline int open_descriptors() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// A coroutine type that is not cogwheel's: it starts at once and holds whatever it awaits, so
+// the test can destroy its frame (and the task<void> object in it) while that is suspended.
+struct frame_holder {
+  struct promise_type {
+    frame_holder get_return_object() { return {std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+  };
+  std::coroutine_handle<promise_type> frame;
+};
+
+inline frame_holder hold(task<void> t) { co_await std::move(t); }
+
+inline runtime_options paused() { return runtime_options{.paused_clock = true}; }
 
 }  // namespace cogwheel::io_test

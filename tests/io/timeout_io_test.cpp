@@ -1,6 +1,7 @@
-// with_timeout / with_deadline on socket operations: a timeout cancels the SQE and waits for
-// it, so a read that timed out consumed nothing and a read that returned data lost nothing;
-// destroying a frame with an operation in flight leaves no SQE and no timer behind.
+// with_timeout / with_deadline on reads and writes: a timeout cancels the SQE and waits for it,
+// so a read that timed out consumed nothing and a read that returned data lost nothing, under
+// races with the peer and at exactly the deadline. Frames destroyed mid-operation:
+// timeout_teardown_test.cpp; accept and connect: timeout_accept_test.cpp.
 #include <cogwheel/runtime/timeout.hpp>  // first: the header compiles on its own
 
 #include <dirent.h>
@@ -23,9 +24,6 @@ namespace {
 
 using namespace io_test;
 
-// The loop's time: the virtual time under a paused clock (no public accessor for it).
-clock::time_point loop_now() { return detail::current_time(); }
-
 constexpr std::byte sentinel{0xA5};
 
 bool untouched(std::span<const std::byte> buf) {
@@ -34,31 +32,6 @@ bool untouched(std::span<const std::byte> buf) {
   return true;
 }
 
-int open_descriptors() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d) != nullptr) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
-// A coroutine type that is not cogwheel's: it starts at once and holds whatever it awaits, so
-// the test can destroy its frame (and the task<void> object in it) while that is suspended.
-struct frame_holder {
-  struct promise_type {
-    frame_holder get_return_object() { return {std::coroutine_handle<promise_type>::from_promise(*this)}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_always final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-  std::coroutine_handle<promise_type> frame;
-};
-
-frame_holder hold(task<void> t) { co_await std::move(t); }
-
-runtime_options paused() { return runtime_options{.paused_clock = true}; }
 
 TEST(timeout_io, read_without_data_times_out_and_the_connection_still_works) {
   run(
@@ -498,114 +471,6 @@ TEST(timeout_io, a_write_that_completes_as_its_timer_fires_reports_its_bytes) {
   }());
 }
 
-task<void> read_once(tcp_stream& s, bool& finished) {
-  std::byte buf[64];  // in the frame: the kernel must be done with it before the frame goes
-  (void)co_await s.read(buf);
-  finished = true;
-}
-
-task<void> read_once_under_timeout(tcp_stream& s, bool& finished) {
-  std::byte buf[64];
-  (void)co_await with_timeout(s.read(buf), 10s);
-  finished = true;
-}
-
-// After the reader is gone, data the peer sends goes to the next read: no read of the old
-// frame is still armed in the kernel to steal it (into freed memory).
-task<void> expect_next_read_gets(tcp_stream& client, tcp_stream& server, std::string_view text) {
-  CO_ASSERT_OK(co_await client.write_all(bytes_of(text)));
-  std::vector<std::byte> buf(text.size());
-  auto n = co_await with_timeout(read_exactly(server, buf), 2s);
-  CO_ASSERT_OK(n);
-  EXPECT_EQ(text_of(std::span(buf.data(), *n)), text);
-}
-
-TEST(timeout_io, spawned_reader_destroyed_at_shutdown_leaves_no_read_in_flight) {
-  auto pair = run([]() -> task<result<stream_pair>> { co_return co_await connect_pair(); }());
-  ASSERT_TRUE(pair) << pair.error().message();
-  bool finished = false;
-  run([](stream_pair& p, bool& done) -> task<void> {
-    spawn(read_once(p.server, done));
-    spawn(read_once_under_timeout(p.client, done));
-    co_await sleep_for(10ms);  // both suspended on their reads when run() returns
-  }(*pair, finished));
-  EXPECT_FALSE(finished);
-  run([](stream_pair& p) -> task<void> {  // a new loop, the same sockets
-    co_await expect_next_read_gets(p.client, p.server, "after the first loop");
-    co_await expect_next_read_gets(p.server, p.client, "and the other way");
-  }(*pair));
-}
-
-TEST(timeout_io, task_destroyed_while_suspended_on_a_read_cancels_it_at_once) {
-  run([]() -> task<void> {
-    auto pair = co_await connect_pair();
-    CO_ASSERT_OK(pair);
-    const std::size_t timers_before = pending_timers();
-    bool finished = false;
-    frame_holder holder = hold(read_once_under_timeout(pair->server, finished));
-    co_await sleep_for(5ms);  // the read's SQE is in the kernel now
-    EXPECT_FALSE(finished);
-    EXPECT_EQ(pending_timers(), timers_before + 1);  // the with_timeout timer
-
-    const auto before = loop_stats();
-    holder.frame.destroy();  // destroys the task<void> in it, and the suspended reader
-    // The cancelled read's completion was waited for before destroy() returned, and the
-    // timer was unlinked: nothing of the frame is left in the ring or the wheel.
-    EXPECT_GE(loop_stats().completions, before.completions + 1);
-    EXPECT_EQ(pending_timers(), timers_before);
-    EXPECT_FALSE(finished);
-
-    co_await expect_next_read_gets(pair->client, pair->server, "still works");
-    // A plain read (no timeout) destroyed the same way.
-    frame_holder plain = hold(read_once(pair->server, finished));
-    co_await yield();
-    plain.frame.destroy();
-    co_await expect_next_read_gets(pair->client, pair->server, "and again");
-  }());
-}
-
-TEST(timeout_io, write_all_destroyed_mid_transfer_stops_after_what_was_sent) {
-  static constexpr std::size_t total = 8 << 20;
-  run([]() -> task<void> {
-    auto pair = co_await connect_pair();
-    CO_ASSERT_OK(pair);
-    CO_ASSERT_OK(pair->client.set_send_buffer_size(32 * 1024));
-    std::vector<std::byte> data(total);
-    for (std::size_t i = 0; i < total; ++i) data[i] = pattern_at(i);
-    auto writer = [](tcp_stream& s, std::span<const std::byte> d) -> task<void> {
-      (void)co_await s.write_all(d);
-      ADD_FAILURE() << "write_all finished although nobody reads";
-    };
-    frame_holder holder = hold(writer(pair->client, data));
-    co_await sleep_for(5ms);  // a partial send done, the next one waiting for room
-    holder.frame.destroy();
-
-    // The peer gets a prefix of the pattern, then whatever is written next: no send of the
-    // destroyed write_all was still queued or re-submitted after it.
-    CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("tail")));
-    CO_ASSERT_OK(co_await pair->client.shutdown());
-    std::vector<std::byte> got;
-    std::vector<std::byte> buf(64 * 1024);
-    for (;;) {
-      auto n = co_await with_timeout(pair->server.read(buf), 5s);
-      CO_ASSERT_OK(n);
-      if (*n == 0) break;
-      got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
-    }
-    CO_ASSERT_TRUE(got.size() >= 4);
-    const std::size_t prefix = got.size() - 4;
-    EXPECT_GT(prefix, 0u);
-    EXPECT_LT(prefix, total);
-    for (std::size_t i = 0; i < prefix; ++i) {
-      if (got[i] != pattern_at(i)) {
-        ADD_FAILURE() << "byte " << i << " of the prefix is wrong";
-        break;
-      }
-    }
-    EXPECT_EQ(text_of(std::span(got).subspan(prefix)), "tail");
-  }());
-}
-
 TEST(timeout_io, write_all_cut_by_its_timeout_reports_exactly_the_bytes_sent) {
   // A timeout never loses bytes written: with_timeout can only say timed_out, so write_all's
   // counter tells the caller how far it got, and the peer receives exactly that prefix.
@@ -614,8 +479,7 @@ TEST(timeout_io, write_all_cut_by_its_timeout_reports_exactly_the_bytes_sent) {
     auto pair = co_await connect_pair();
     CO_ASSERT_OK(pair);
     CO_ASSERT_OK(pair->client.set_send_buffer_size(32 * 1024));
-    std::vector<std::byte> data(total);
-    for (std::size_t i = 0; i < total; ++i) data[i] = pattern_at(i);
+    const std::vector<std::byte> data = pattern_bytes(total);
     std::size_t sent = 12345;  // reset by write_all
     auto r = co_await with_timeout(pair->client.write_all(data, sent), 20ms);  // nobody reads yet
     CO_ASSERT_TRUE(!r);
@@ -623,14 +487,9 @@ TEST(timeout_io, write_all_cut_by_its_timeout_reports_exactly_the_bytes_sent) {
     EXPECT_GT(sent, 0u);
     EXPECT_LT(sent, total);
     CO_ASSERT_OK(co_await pair->client.shutdown());
-    std::vector<std::byte> got;
-    std::vector<std::byte> buf(64 * 1024);
-    for (;;) {
-      auto n = co_await with_timeout(pair->server.read(buf), 5s);
-      CO_ASSERT_OK(n);
-      if (*n == 0) break;
-      got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
-    }
+    auto received = co_await read_to_eof(pair->server);
+    CO_ASSERT_OK(received);
+    const std::vector<std::byte>& got = *received;
     EXPECT_EQ(got.size(), sent);
     for (std::size_t i = 0; i < got.size(); ++i) {
       if (got[i] != pattern_at(i)) {
@@ -641,131 +500,6 @@ TEST(timeout_io, write_all_cut_by_its_timeout_reports_exactly_the_bytes_sent) {
     std::size_t all = 0;  // and the counter reads the whole length when it completes
     CO_ASSERT_OK(co_await pair->server.write_all(bytes_of("fine"), all));
     EXPECT_EQ(all, 4u);
-  }());
-}
-
-TEST(timeout_io, accept_times_out_and_the_listener_keeps_later_connections) {
-  run(
-      []() -> task<void> {
-        auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
-        CO_ASSERT_OK(listener);
-        const auto start = loop_now();
-        auto none = co_await with_timeout(listener->accept(), 30ms);
-        EXPECT_EQ(none.error(), errc::timed_out);
-        EXPECT_GE(loop_now() - start, 30ms);
-        auto c = co_await tcp_stream::connect(listener->local_address());
-        CO_ASSERT_OK(c);
-        auto s = co_await with_timeout(listener->accept(), 1s);
-        CO_ASSERT_OK(s);
-        EXPECT_EQ(s->peer_address().value(), c->local_address().value());
-      }(),
-      paused());
-}
-
-TEST(timeout_io, accept_racing_its_timeout_loses_no_connection) {
-  static const int rounds = scaled(300);
-  run(
-      []() -> task<void> {
-        auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
-        CO_ASSERT_OK(listener);
-        std::vector<tcp_stream> clients;
-        int accepted = 0;
-        int timed_out = 0;
-        static constexpr clock::duration offsets[] = {-200us, 0us, 100us, 0us, 200us};
-        for (int i = 0; i < rounds; ++i) {
-          const clock::time_point at = clock::now() + 1ms;
-          auto connect_at = [](socket_address to, clock::time_point when, std::vector<tcp_stream>& out) -> task<void> {
-            co_await sleep_until(when);
-            auto c = co_await tcp_stream::connect(to);
-            CO_ASSERT_OK(c);
-            out.push_back(std::move(*c));
-          };
-          spawn(connect_at(listener->local_address(), at + offsets[i % std::size(offsets)], clients));
-          auto s = co_await with_deadline(listener->accept(), at);
-          if (s)
-            ++accepted;
-          else {
-            EXPECT_EQ(s.error(), errc::timed_out);
-            ++timed_out;
-          }
-        }
-        while (clients.size() < static_cast<std::size_t>(rounds)) co_await sleep_for(1ms);
-        while (accepted < rounds) {  // every connection is still there for a later accept
-          auto s = co_await with_timeout(listener->accept(), 2s);
-          CO_ASSERT_OK(s);
-          ++accepted;
-        }
-        auto extra = co_await with_timeout(listener->accept(), 20ms);
-        EXPECT_EQ(extra.error(), errc::timed_out);
-        EXPECT_GT(timed_out, 0);
-      }(),
-      runtime_options{.tick = 100us});
-}
-
-TEST(timeout_io, task_destroyed_while_waiting_in_accept_leaves_the_connection_to_the_next) {
-  run([]() -> task<void> {
-    auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
-    CO_ASSERT_OK(listener);
-    auto accept_once = [](tcp_listener& l) -> task<void> {
-      (void)co_await l.accept();
-      ADD_FAILURE() << "a destroyed accept() completed";
-    };
-    frame_holder holder = hold(accept_once(*listener));
-    co_await yield();
-    holder.frame.destroy();
-    auto c = co_await tcp_stream::connect(listener->local_address());
-    CO_ASSERT_OK(c);
-    auto s = co_await with_timeout(listener->accept(), 1s);
-    CO_ASSERT_OK(s);
-  }());
-}
-
-TEST(timeout_io, connect_completes_within_its_timeout) {
-  run([]() -> task<void> {
-    auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
-    CO_ASSERT_OK(listener);
-    auto c = co_await with_timeout(tcp_stream::connect(listener->local_address()), 1s);
-    CO_ASSERT_OK(c);
-    EXPECT_TRUE(c->is_open());
-    auto refused_addr = listener->local_address();
-    listener->close();
-    auto r = co_await with_timeout(tcp_stream::connect(refused_addr), 1s);
-    EXPECT_EQ(r.error(), errc::connection_refused);  // an error, not a timeout
-  }());
-}
-
-TEST(timeout_io, connect_to_a_full_accept_queue_times_out_and_closes_its_socket) {
-  // Loopback can make a connect hang: a listener whose accept queue is full drops SYNs, and
-  // the client retransmits only after a second. backlog 0 leaves room for one connection.
-  run([]() -> task<void> {
-    auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0), listen_options{.backlog = 0});
-    CO_ASSERT_OK(listener);
-    std::vector<tcp_stream> queued;
-    result<tcp_stream> hung = errc::operation_in_progress;
-    int fds_before = 0;
-    for (int i = 0; i < 8; ++i) {
-      fds_before = open_descriptors();
-      // Long enough for a loopback connect on a loaded machine, shorter than the first SYN
-      // retransmission (1 s).
-      auto c = co_await with_timeout(tcp_stream::connect(listener->local_address()), 300ms);
-      if (!c) {
-        hung = std::move(c);
-        break;
-      }
-      queued.push_back(std::move(*c));
-    }
-    CO_ASSERT_TRUE(!hung);
-    EXPECT_EQ(hung.error(), errc::timed_out) << hung.error().message();
-    EXPECT_GE(queued.size(), 1u);
-    EXPECT_EQ(open_descriptors(), fds_before);  // the cancelled connect's socket is closed
-
-    // Taking the queued connections makes room: connecting works again.
-    for (std::size_t i = 0; i < queued.size(); ++i) {
-      auto s = co_await with_timeout(listener->accept(), 1s);
-      CO_ASSERT_OK(s);
-    }
-    auto again = co_await with_timeout(tcp_stream::connect(listener->local_address()), 2s);
-    CO_ASSERT_OK(again);
   }());
 }
 
