@@ -23,7 +23,8 @@ struct runtime_options {
                                                       // progress the clock jumps to the next one
   bool measure_timer_work = false;                    // count time inside the timer queue's
                                                       // advance() in loop_stats::timer_ns
-  bool pin_threads = true;                            // runtime: pin core i's thread to the i-th CPU of the process's affinity mask
+  bool pin_threads = true;                            // runtime: pin core i's thread to the
+                                                      // i-th CPU the process may run on
   bool stop_on_signals = false;                       // runtime: SIGINT/SIGTERM call stop()
 };
 
