@@ -8,7 +8,8 @@
 
 namespace cogwheel::detail {
 
-acceptor::acceptor(int fd) noexcept : timer_node(&acceptor::on_backoff_over), fd_(fd) {
+acceptor::acceptor(int fd, std::size_t max_unclaimed) noexcept
+    : timer_node(&acceptor::on_backoff_over), fd_(fd), max_unclaimed_(max_unclaimed == 0 ? 1 : max_unclaimed) {
   on_cqe = &acceptor::on_accept;
 }
 
@@ -32,7 +33,7 @@ void acceptor::release_loop() noexcept {
   if (loop_ == nullptr) return;
   const bool was_closing = std::exchange(closing_, true);
   loop_->timers().cancel(*this);
-  if (armed_) loop_->cancel_and_wait(*this, armed_);
+  if (armed_ != 0) loop_->cancel_all_and_wait(*this, armed_);
   while (!waiting_.empty()) {
     accept_operation* op = waiting_.front();
     waiting_.pop_front();
@@ -55,13 +56,14 @@ bool acceptor::try_take(int& out) noexcept {
   if (accepted_.empty()) return false;
   out = accepted_.front();
   accepted_.pop_front();
+  if (loop_ != nullptr && !closing_) arm_if_room();  // room again
   return true;
 }
 
 void acceptor::wait(accept_operation& op) {
   if (loop_ == nullptr) bind_loop();
   waiting_.push_back(&op);
-  if (!armed_ && !scheduled()) arm();  // during a back-off the timer re-arms
+  arm_if_room();
 }
 
 void acceptor::unwait(accept_operation& op) noexcept {
@@ -69,13 +71,15 @@ void acceptor::unwait(accept_operation& op) noexcept {
   if (it != waiting_.end()) waiting_.erase(it);
 }
 
-void acceptor::arm() {
-  io_uring_sqe* sqe = loop_->get_sqe(*this);
-  if (multishot_)
-    io_uring_prep_multishot_accept(sqe, fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  else
+void acceptor::arm_if_room() {
+  // accepted_ is empty whenever someone waits (deliver hands connections over at once), so
+  // this also arms for every waiting accept().
+  if (scheduled()) return;
+  while (armed_ < accept_batch && accepted_.size() + armed_ < max_unclaimed_) {
+    io_uring_sqe* sqe = loop_->get_sqe(*this);
     io_uring_prep_accept(sqe, fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  armed_ = true;
+    ++armed_;
+  }
 }
 
 void acceptor::deliver(int fd_or_error) noexcept {
@@ -95,9 +99,9 @@ void acceptor::deliver(int fd_or_error) noexcept {
   op->continuation_.complete().resume();
 }
 
-void acceptor::on_accept(io_completion& c, int res, unsigned flags) noexcept {
+void acceptor::on_accept(io_completion& c, int res, unsigned /*flags*/) noexcept {
   auto& self = static_cast<acceptor&>(c);
-  if ((flags & IORING_CQE_F_MORE) == 0) self.armed_ = false;
+  --self.armed_;
   if (self.closing_) {
     if (res >= 0) ::close(res);
     return;
@@ -107,23 +111,33 @@ void acceptor::on_accept(io_completion& c, int res, unsigned flags) noexcept {
   // nothing touches `self` after it.
   if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS || res == -ENOMEM) {
     // Out of descriptors or memory: tell one accept() caller, then wait before trying again
-    // (re-arming now would fail again at once: a busy loop).
+    // (re-arming now would fail again at once: a busy loop). The other SQEs of the batch fail
+    // the same way: the last of them reports and starts the back-off.
+    if (self.armed_ != 0) return;
     self.backoff_ = std::clamp<clock::duration>(self.backoff_ * 2, min_backoff, max_backoff);
-    if (!self.armed_) self.loop_->timers().reschedule(self, self.loop_->now() + self.backoff_);
+    self.loop_->timers().reschedule(self, self.loop_->now() + self.backoff_);
     self.deliver(res);
     return;
   }
   if (res >= 0) self.backoff_ = clock::duration::zero();
-  const bool unsupported = res == -EINVAL && self.multishot_;
-  if (unsupported) self.multishot_ = false;  // a kernel without multishot accept: one SQE per connection
-  if (!self.armed_ && !self.scheduled()) self.arm();
-  // A connection, or e.g. ECONNABORTED: the caller decides; accepting goes on.
-  if (!unsupported && res != -ECANCELED) self.deliver(res);
+  // A connection, or e.g. ECONNABORTED: the caller decides; accepting goes on (counted into
+  // the room before re-arming, so the bound holds).
+  if (res == -ECANCELED) {
+    self.arm_if_room();
+    return;
+  }
+  if (self.waiting_.empty()) {
+    self.deliver(res);  // queued: nothing is resumed
+    self.arm_if_room();
+    return;
+  }
+  self.arm_if_room();
+  self.deliver(res);
 }
 
 void acceptor::on_backoff_over(timer::timer_node& n) noexcept {
   auto& self = static_cast<acceptor&>(n);
-  if (!self.armed_ && !self.closing_) self.arm();
+  if (!self.closing_) self.arm_if_room();
 }
 
 accept_operation::~accept_operation() {

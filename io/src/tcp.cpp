@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 
 #include "acceptor.hpp"
 
@@ -19,6 +21,14 @@ result<void> set_option(int fd, int level, int name, int value) noexcept {
 }  // namespace
 
 namespace detail {
+
+void abort_closed_on_other_thread() noexcept {
+  std::fputs("cogwheel: a tcp_stream was closed on a thread other than the one its in-flight "
+             "operation runs on. Close (or destroy) a stream on the core that uses it; a stream "
+             "may move to another core only while no operation is in flight on it.\n",
+             stderr);
+  std::abort();
+}
 
 connect_operation::connect_operation(connect_operation&& o) noexcept
     : kernel_operation(std::move(o)), to_(o.to_), fd_(std::exchange(o.fd_, -1)), socket_error_(o.socket_error_) {}
@@ -48,6 +58,10 @@ cogwheel::result<tcp_stream> connect_operation::make_result(int res) {
 }  // namespace detail
 
 void tcp_stream::close() noexcept {
+  // First the operations (their cancels are queued before anything can reuse the number),
+  // then the number. The kernel's in-flight requests hold their own reference to the file,
+  // so the socket itself closes when the last of them has completed.
+  ops_.close_all();
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
@@ -98,7 +112,7 @@ result<tcp_listener> tcp_listener::bind(const socket_address& at, listen_options
   if (::bind(fd, at.data(), at.size()) != 0) return fail(errno);
   if (::listen(fd, options.backlog) != 0) return fail(errno);
   tcp_listener l;
-  l.acceptor_ = std::make_unique<detail::acceptor>(fd);
+  l.acceptor_ = std::make_unique<detail::acceptor>(fd, options.max_unclaimed);
   return l;
 }
 

@@ -151,16 +151,14 @@ io_uring_sqe* event_loop::get_sqe() {
   return sqe;
 }
 
-void event_loop::cancel_async(io_completion& op) {
+void event_loop::cancel_async(io_completion& op, bool all) {
   io_uring_sqe* sqe = get_sqe();
-  io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(&op), 0);
+  io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(&op), all ? IORING_ASYNC_CANCEL_ALL : 0);
   io_uring_sqe_set_data64(sqe, 0);  // its own outcome does not matter: op's completion does
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 }
 
-void event_loop::cancel_and_wait(io_completion& op, bool& in_flight) {
-  const auto id = reinterpret_cast<std::uint64_t>(&op);
-  // Completions of op already taken from the ring but not yet dispatched go to it first.
+void event_loop::dispatch_set_aside(std::uint64_t id) noexcept {
   // By index: a dispatched handler may append to these vectors (a deferred completion).
   for (std::vector<cqe_copy>* v : {&reaped_, &deferred_}) {
     for (std::size_t i = 0; i < v->size(); ++i) {
@@ -170,10 +168,21 @@ void event_loop::cancel_and_wait(io_completion& op, bool& in_flight) {
       dispatch(copy);
     }
   }
-  if (!in_flight) return;
-  cancel_async(op);
+}
+
+void event_loop::cancel_and_wait(io_completion& op, bool (*in_flight)(const void*) noexcept,
+                                 const void* state, bool all) {
+  const auto id = reinterpret_cast<std::uint64_t>(&op);
+  // Completions of op already taken from the ring but not yet dispatched go to it first.
+  dispatch_set_aside(id);
+  if (!in_flight(state)) return;
+  cancel_async(op, all);
+  // Queuing the cancel may have found the SQ full and the kernel refusing to submit (EBUSY:
+  // completions pending), in which case get_sqe() set the CQ aside into deferred_, op's own
+  // completion possibly among them.
+  dispatch_set_aside(id);
   std::vector<cqe_copy> got;
-  while (in_flight) {
+  while (in_flight(state)) {
     const int r = io_uring_submit_and_wait(&ring_, 1);
     if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY) {
       std::fprintf(stderr, "cogwheel: waiting for a cancelled operation failed: %s\n", std::strerror(-r));

@@ -91,7 +91,9 @@ void runtime::core_finished() noexcept {
 void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
   std::vector<std::unique_ptr<detail::event_loop>> owned(cores_);
   running_.store(cores_);
-  stopping_.store(false);
+  // stopping_ is not cleared here: a stop() that came before run(), or while it starts its
+  // threads, must make this run return at once rather than be lost. It is cleared on the way
+  // out, once every thread has joined.
   error_ = nullptr;
   struct sigaction old_int {}, old_term {};
   if (options_.stop_on_signals) {
@@ -145,6 +147,7 @@ void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
   // no stop() is under way (seq_cst: one that starts later sees only nulls).
   while (stop_calls_.load() != 0) std::this_thread::yield();
   owned.clear();
+  stopping_.store(false);
   if (error_) std::rethrow_exception(error_);
 }
 

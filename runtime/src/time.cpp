@@ -25,10 +25,17 @@ deadline::deadline(clock::duration from_now)
     : timer_node(&deadline::on_expire),
       loop_(&detail::current_loop()),
       expiry_(detail::saturating_add(detail::current_time(), from_now)) {
+  waiters_.prev_ = waiters_.next_ = &waiters_;
   loop_->timers().schedule(*this, expiry_);
 }
 
-deadline::~deadline() { loop_->timers().cancel(*this); }
+deadline::~deadline() {
+  loop_->timers().cancel(*this);
+  // Waiters still attached (operations that outlive the deadline, against its contract) are
+  // let go rather than left pointing here.
+  while (waiters_.next_ != &waiters_) waiters_.next_->unlink();
+  waiters_.prev_ = waiters_.next_ = nullptr;
+}
 
 void deadline::reset(clock::duration from_now) {
   reset_to(detail::saturating_add(detail::current_time(), from_now));
@@ -45,9 +52,12 @@ bool deadline::expired() const noexcept { return fired_ || detail::current_time(
 void deadline::on_expire(timer::timer_node& n) noexcept {
   auto& self = static_cast<deadline&>(n);
   self.fired_ = true;
-  if (detail::deadline_waiter* w = self.waiter_) {
-    self.waiter_ = nullptr;
-    w->on_deadline(*w);
+  // Each waiter is unlinked before it is told, so one that detaches meanwhile, or a waiter
+  // attached by what it runs, is handled: the list is walked until it is empty.
+  while (self.waiters_.next_ != &self.waiters_) {
+    detail::deadline_waiter& w = *self.waiters_.next_;
+    w.unlink();
+    w.on_deadline(w);
   }
 }
 

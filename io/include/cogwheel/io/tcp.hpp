@@ -43,11 +43,22 @@ class connect_operation : public kernel_operation<connect_operation, cogwheel::r
   int socket_error_ = 0;
 };
 
+// A read into an empty buffer completes at once with errc::invalid_argument: its 0 would be
+// indistinguishable from "the peer closed".
 class recv_operation : public kernel_operation<recv_operation, cogwheel::result<std::size_t>> {
  public:
-  recv_operation(int fd, std::span<std::byte> buf, int flags) noexcept : fd_(fd), buf_(buf), flags_(flags) {}
+  recv_operation(fd_operations& owner, int fd, std::span<std::byte> buf, int flags) noexcept
+      : kernel_operation(&owner), fd_(fd), buf_(buf), flags_(flags) {}
+  std::coroutine_handle<> start(continuation c) {
+    if (buf_.empty()) {
+      empty_ = true;
+      return c.complete();
+    }
+    return kernel_operation::start(c);
+  }
   void prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_recv(sqe, fd_, buf_.data(), buf_.size(), flags_); }
   cogwheel::result<std::size_t> make_result(int res) noexcept {
+    if (empty_) return errc::invalid_argument;
     if (res < 0) return errno_code(res);
     return static_cast<std::size_t>(res);
   }
@@ -56,11 +67,13 @@ class recv_operation : public kernel_operation<recv_operation, cogwheel::result<
   int fd_;
   std::span<std::byte> buf_;
   int flags_;
+  bool empty_ = false;
 };
 
 class send_operation : public kernel_operation<send_operation, cogwheel::result<std::size_t>> {
  public:
-  send_operation(int fd, std::span<const std::byte> buf) noexcept : fd_(fd), buf_(buf) {}
+  send_operation(fd_operations& owner, int fd, std::span<const std::byte> buf) noexcept
+      : kernel_operation(&owner), fd_(fd), buf_(buf) {}
   void prepare(io_uring_sqe* sqe) noexcept {
     io_uring_prep_send(sqe, fd_, buf_.data(), buf_.size(), MSG_NOSIGNAL);
   }
@@ -75,18 +88,20 @@ class send_operation : public kernel_operation<send_operation, cogwheel::result<
 };
 
 // Sends until every byte is written, re-submitting after partial writes. On cancellation
-// (a timeout) it stops after the write in flight; written() tells how much went out, and so
-// does *progress (when given) in every outcome, since with_timeout returns only timed_out.
+// (a timeout, or the stream closing) it stops after the write in flight: no follow-up SQE
+// names the descriptor again. *progress (when given) counts what went out in every outcome,
+// since with_timeout returns only timed_out.
 class send_all_operation : public kernel_operation<send_all_operation, cogwheel::result<void>> {
  public:
-  send_all_operation(int fd, std::span<const std::byte> buf, std::size_t* progress = nullptr) noexcept
-      : fd_(fd), buf_(buf), progress_(progress) {
+  send_all_operation(fd_operations& owner, int fd, std::span<const std::byte> buf,
+                     std::size_t* progress = nullptr) noexcept
+      : kernel_operation(&owner), fd_(fd), buf_(buf), progress_(progress) {
     if (progress_ != nullptr) *progress_ = 0;
   }
   void prepare(io_uring_sqe* sqe) noexcept {
     io_uring_prep_send(sqe, fd_, buf_.data() + written_, buf_.size() - written_, MSG_NOSIGNAL);
   }
-  bool on_result(int res) {
+  bool on_result(int res) noexcept {
     if (res > 0) written_ += static_cast<std::size_t>(res);
     if (progress_ != nullptr) *progress_ = written_;
     if (res <= 0 || written_ == buf_.size() || cancel_requested()) return true;
@@ -99,7 +114,6 @@ class send_all_operation : public kernel_operation<send_all_operation, cogwheel:
     if (res == 0) return errc::broken_pipe;
     return errc::operation_canceled;
   }
-  std::size_t written() const noexcept { return written_; }
 
  private:
   int fd_;
@@ -110,7 +124,8 @@ class send_all_operation : public kernel_operation<send_all_operation, cogwheel:
 
 class shutdown_operation : public kernel_operation<shutdown_operation, cogwheel::result<void>> {
  public:
-  shutdown_operation(int fd, int how) noexcept : fd_(fd), how_(how) {}
+  shutdown_operation(fd_operations& owner, int fd, int how) noexcept
+      : kernel_operation(&owner), fd_(fd), how_(how) {}
   void prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_shutdown(sqe, fd_, how_); }
   cogwheel::result<void> make_result(int res) noexcept {
     if (res < 0) return errno_code(res);
@@ -132,11 +147,14 @@ class tcp_stream {
   tcp_stream() noexcept = default;
   // Takes ownership of a connected TCP socket.
   explicit tcp_stream(int fd) noexcept : fd_(fd) {}
-  tcp_stream(tcp_stream&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  // A stream may move while operations are in flight on it (they stay with it), but only on
+  // the thread they run on.
+  tcp_stream(tcp_stream&& o) noexcept : fd_(std::exchange(o.fd_, -1)), ops_(std::move(o.ops_)) {}
   tcp_stream& operator=(tcp_stream&& o) noexcept {
     if (this != &o) {
       close();
       fd_ = std::exchange(o.fd_, -1);
+      ops_ = std::move(o.ops_);
     }
     return *this;
   }
@@ -150,25 +168,37 @@ class tcp_stream {
   }
 
   // awaitable<cogwheel::result<size_t>>: bytes read; 0 means the peer closed its side.
-  detail::recv_operation read(std::span<std::byte> buf) noexcept { return {fd_, buf, 0}; }
+  // An empty buf gives errc::invalid_argument.
+  detail::recv_operation read(std::span<std::byte> buf) noexcept { return {ops_, fd_, buf, 0}; }
   // awaitable<cogwheel::result<size_t>>: bytes written (possibly fewer than given).
-  detail::send_operation write(std::span<const std::byte> buf) noexcept { return {fd_, buf}; }
+  detail::send_operation write(std::span<const std::byte> buf) noexcept { return {ops_, fd_, buf}; }
   // awaitable<cogwheel::result<void>>: writes every byte.
-  detail::send_all_operation write_all(std::span<const std::byte> buf) noexcept { return {fd_, buf}; }
+  detail::send_all_operation write_all(std::span<const std::byte> buf) noexcept { return {ops_, fd_, buf}; }
   // The same, and `written` counts the bytes that went out whatever the outcome: after
   // with_timeout(s.write_all(buf, n), d) returns timed_out, exactly buf[0, n) was sent.
   // `written` must outlive the operation.
   detail::send_all_operation write_all(std::span<const std::byte> buf, std::size_t& written) noexcept {
-    return {fd_, buf, &written};
+    return {ops_, fd_, buf, &written};
   }
   // awaitable<cogwheel::result<void>>: no more writes from this side (the peer reads end-of-stream).
-  detail::shutdown_operation shutdown(int how = SHUT_WR) noexcept { return {fd_, how}; }
+  detail::shutdown_operation shutdown(int how = SHUT_WR) noexcept { return {ops_, fd_, how}; }
 
-  // Closes the socket now (idempotent). Also done by the destructor.
+  // Closes the socket (idempotent; also done by the destructor). Operations in flight on it
+  // are cancelled first: each completes at the loop's next iteration with
+  // errc::operation_canceled (write_all: having counted what it sent), none submits again, and
+  // the peer sees the close (FIN, or RST with linger 0) as soon as the kernel has let go of
+  // them. The descriptor number is free for reuse from here, and no SQE will name it again.
+  // Precondition: on the thread the in-flight operations run on (a stream with none may be
+  // closed anywhere).
   void close() noexcept;
   bool is_open() const noexcept { return fd_ >= 0; }
   int native_handle() const noexcept { return fd_; }
-  int release() noexcept { return std::exchange(fd_, -1); }
+  // Gives up the descriptor without closing it. Operations in flight are cancelled as by
+  // close(): they belong to this stream, not to whoever takes the number.
+  int release() noexcept {
+    ops_.close_all();
+    return std::exchange(fd_, -1);
+  }
 
   cogwheel::result<void> set_nodelay(bool on) noexcept;
   cogwheel::result<void> set_keepalive(bool on) noexcept;
@@ -181,6 +211,7 @@ class tcp_stream {
 
  private:
   int fd_ = -1;
+  detail::fd_operations ops_;  // in flight on fd_
 };
 
 struct listen_options {
@@ -188,6 +219,10 @@ struct listen_options {
   bool reuse_address = true;  // SO_REUSEADDR: rebind while old connections sit in TIME_WAIT
   bool reuse_port = false;    // SO_REUSEPORT: one listener per core on the same port
   bool ipv6_only = false;     // IPV6_V6ONLY for IPv6 listeners
+  // Connections the listener accepts ahead of accept() calls, at most (0 counts as 1). When
+  // that many wait unclaimed it stops accepting and the kernel's backlog applies, so a server
+  // that limits its connections by not calling accept() holds no more descriptors than this.
+  std::size_t max_unclaimed = 64;
 };
 
 namespace detail {
@@ -213,8 +248,8 @@ class accept_operation : public operation_base<accept_operation> {
 
 }  // namespace detail
 
-// A listening socket. accept() keeps one multishot accept armed (re-armed whenever a
-// completion arrives without IORING_CQE_F_MORE; single-shot on kernels without multishot).
+// A listening socket. Once accept() has been called, the listener keeps accepting ahead, one
+// accept SQE at a time, until listen_options::max_unclaimed connections wait unclaimed.
 // When the process runs out of descriptors (EMFILE/ENFILE) accept() reports it once and the
 // listener backs off (1 ms doubling to 1 s) before accepting again, so an accept loop never
 // spins while open connections keep being served; it recovers as descriptors free up.

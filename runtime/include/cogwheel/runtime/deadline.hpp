@@ -3,8 +3,10 @@
 // reset() moves it in O(1) (a later expiry is applied lazily by the wheel: the node stays put
 // and is re-filed when its old slot comes due), so a message costs no list or heap surgery.
 //
-// with_deadline(op, d) makes `op` the deadline's waiter: when the timer fires while an
-// operation waits on it, that operation is cancelled and completes with errc::timed_out.
+// with_deadline(op, d) makes `op` one of the deadline's waiters (any number: a connection's
+// reader and writer may share its idle deadline): when the timer fires, every operation
+// waiting on it is cancelled and completes with errc::timed_out. reset() moves the expiry for
+// all of them. Waiters are intrusive nodes in their awaiters: nothing is allocated.
 //
 // A deadline belongs to the core that created it: construct, reset and destroy it there.
 #pragma once
@@ -18,10 +20,31 @@
 
 namespace cogwheel {
 
+class deadline;
+
 namespace detail {
-// What a deadline tells the operation waiting on it.
-struct deadline_waiter {
+// What a deadline tells the operations waiting on it; a node of the deadline's waiter list.
+class deadline_waiter {
+ public:
+  deadline_waiter() noexcept = default;
+  deadline_waiter(const deadline_waiter&) = delete;
+  deadline_waiter& operator=(const deadline_waiter&) = delete;
+  ~deadline_waiter() { unlink(); }
+
   void (*on_deadline)(deadline_waiter&) noexcept = nullptr;
+
+  bool linked() const noexcept { return next_ != nullptr; }
+  void unlink() noexcept {
+    if (next_ == nullptr) return;
+    prev_->next_ = next_;
+    next_->prev_ = prev_;
+    prev_ = next_ = nullptr;
+  }
+
+ private:
+  friend class cogwheel::deadline;
+  deadline_waiter* prev_ = nullptr;
+  deadline_waiter* next_ = nullptr;  // null iff not waiting
 };
 }  // namespace detail
 
@@ -50,11 +73,15 @@ class deadline : private timer::timer_node {
   // True once the expiry has passed: its timer fired, or the current time is past it.
   bool expired() const noexcept;
 
-  // For with_deadline: at most one waiter at a time.
-  void attach(detail::deadline_waiter& w) noexcept { waiter_ = &w; }
-  void detach(detail::deadline_waiter& w) noexcept {
-    if (waiter_ == &w) waiter_ = nullptr;
+  // For with_deadline. Precondition of attach: !w.linked(). detach is a no-op for a waiter
+  // that is not waiting (e.g. one the expiry already released).
+  void attach(detail::deadline_waiter& w) noexcept {
+    w.prev_ = waiters_.prev_;
+    w.next_ = &waiters_;
+    waiters_.prev_->next_ = &w;
+    waiters_.prev_ = &w;
   }
+  void detach(detail::deadline_waiter& w) noexcept { w.unlink(); }
 
  private:
   static void on_expire(timer::timer_node& n) noexcept;
@@ -62,7 +89,7 @@ class deadline : private timer::timer_node {
   detail::event_loop* loop_;
   clock::time_point expiry_;
   bool fired_ = false;
-  detail::deadline_waiter* waiter_ = nullptr;
+  detail::deadline_waiter waiters_;  // sentinel of a circular list of waiting operations
 };
 
 // Periodic ticks on a fixed grid (start + k * period), so they never drift. If the loop was

@@ -36,7 +36,9 @@ class runtime {
   // set-up error of any core.
   void run(std::function<task<void>(unsigned core)> per_core_main);
 
-  // Thread-safe, and async-signal-safe: makes run() wind down.
+  // Thread-safe, and async-signal-safe: makes run() wind down. A stop() before run(), or
+  // racing its start, is not lost: that run() returns promptly (without starting the main
+  // tasks if it comes before them). Each run() consumes the stops made up to its return.
   void stop() noexcept;
 
   unsigned cores() const noexcept { return cores_; }

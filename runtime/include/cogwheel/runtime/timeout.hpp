@@ -86,7 +86,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
       : timer_node(&timeout_awaiter::on_expire), op_(std::move(o.op_)), at_(o.at_), deadline_(o.deadline_) {}
   ~timeout_awaiter() {
     if (loop_ != nullptr) loop_->timers().cancel(*this);
-    if (deadline_ != nullptr) deadline_->detach(*this);
+    deadline_waiter::unlink();  // not via deadline_: the deadline may be gone already
     if (parent_stop_ != nullptr) parent_stop_->detach(*this);
     // op_'s own destructor cancels and waits for it if it is still in flight.
   }
@@ -162,7 +162,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
     auto& self = *static_cast<timeout_awaiter*>(p);
     self.done_ = true;
     self.loop_->timers().cancel(self);
-    if (self.deadline_ != nullptr) self.deadline_->detach(self);
+    self.deadline_waiter::unlink();
     if (self.parent_stop_ != nullptr) {
       self.parent_stop_->detach(self);
       self.parent_stop_ = nullptr;

@@ -8,6 +8,11 @@
 // The operation object lives in the awaiting coroutine's frame, and so may the buffer it
 // names. Hence the destructor: while the kernel may still touch either, it cancels the SQE
 // and waits for its completion (event_loop::cancel_and_wait) before the frame's memory goes.
+//
+// An operation on a descriptor its owner may close (a stream's read, write, write_all,
+// shutdown) is constructed with the owner's fd_operations: from start to its final
+// completion it is linked there, and closing the owner cancels it and forbids any follow-up
+// SQE (see fd_operations.hpp).
 #pragma once
 
 #include <liburing.h>
@@ -15,20 +20,28 @@
 #include <cassert>
 #include <coroutine>
 
+#include <cogwheel/io/detail/fd_operations.hpp>
 #include <cogwheel/runtime/continuation.hpp>
 #include <cogwheel/runtime/detail/event_loop.hpp>
 #include <cogwheel/runtime/operation.hpp>
 
 namespace cogwheel::detail {
 
+// A stream closed on another thread than the one its operation runs on: reported, then abort.
+[[noreturn]] void abort_closed_on_other_thread() noexcept;
+
 template <class Derived, class R>
-class kernel_operation : public operation_base<Derived>, private io_completion {
+class kernel_operation : public operation_base<Derived>, private io_completion, private fd_operation_link {
  public:
-  kernel_operation() noexcept { on_cqe = &kernel_operation::complete_thunk; }
+  explicit kernel_operation(fd_operations* owner = nullptr) noexcept : owner_(owner) {
+    on_cqe = &kernel_operation::complete_thunk;
+    on_close = &kernel_operation::close_thunk;
+  }
   // Moves happen only before start (e.g. into a with_timeout awaiter).
-  kernel_operation(kernel_operation&& o) noexcept : operation_base<Derived>(std::move(o)) {
+  kernel_operation(kernel_operation&& o) noexcept : operation_base<Derived>(std::move(o)), owner_(o.owner_) {
     assert(!o.in_flight_);
     on_cqe = &kernel_operation::complete_thunk;
+    on_close = &kernel_operation::close_thunk;
   }
   ~kernel_operation() {
     if (in_flight_) {
@@ -36,11 +49,13 @@ class kernel_operation : public operation_base<Derived>, private io_completion {
       cancel_requested_ = true;  // and no follow-up SQE either
       loop_->cancel_and_wait(*this, in_flight_);
     }
+    fd_operation_link::unlink();
   }
 
   std::coroutine_handle<> start(continuation c) {
     loop_ = &current_loop();
     continuation_ = c;
+    if (owner_ != nullptr) owner_->add(*this);
     submit();
     return std::noop_coroutine();
   }
@@ -75,9 +90,19 @@ class kernel_operation : public operation_base<Derived>, private io_completion {
     self.in_flight_ = false;
     self.res_ = res;
     if (!self.derived().on_result(res)) return;  // resubmitted: still in flight
+    self.fd_operation_link::unlink();
     if (self.continuation_) self.continuation_.complete().resume();
   }
 
+  // The owner is closing: cancel, and no follow-up SQE may name its descriptor number again.
+  static void close_thunk(fd_operation_link& l) noexcept {
+    auto& self = static_cast<kernel_operation&>(l);
+    if (self.loop_ != event_loop::current()) abort_closed_on_other_thread();
+    self.cancel();
+    self.cancel_requested_ = true;  // also when the completion is reaped but not yet dispatched
+  }
+
+  fd_operations* owner_;
   event_loop* loop_ = nullptr;
   continuation continuation_;
   int res_ = 0;

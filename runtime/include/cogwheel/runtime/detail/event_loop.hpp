@@ -121,9 +121,16 @@ class event_loop {
   // Asks the kernel to cancel op's SQE and blocks until op's final completion has been
   // dispatched to op (other completions are set aside for the next reap). For destructors of
   // awaiters whose coroutine frame is going away with the buffers the kernel may touch.
-  void cancel_and_wait(io_completion& op, bool& in_flight);
+  void cancel_and_wait(io_completion& op, bool& in_flight) {
+    cancel_and_wait(op, [](const void* f) noexcept { return *static_cast<const bool*>(f); }, &in_flight, false);
+  }
+  // The same for an owner with several SQEs in flight (all with its user_data): cancels them
+  // all and waits until `in_flight` is 0.
+  void cancel_all_and_wait(io_completion& op, const unsigned& in_flight) {
+    cancel_and_wait(op, [](const void* n) noexcept { return *static_cast<const unsigned*>(n) != 0; }, &in_flight, true);
+  }
   // Asks the kernel to cancel op's SQE; op's completion arrives later as usual.
-  void cancel_async(io_completion& op);
+  void cancel_async(io_completion& op, bool all = false);
 
   // For timer callbacks: queues c into this iteration's expired batch, which the loop resumes
   // in full right after advancing the timers (so advance() itself does only timer work).
@@ -188,7 +195,11 @@ class event_loop {
   void wait_and_reap();
   // Moves every CQE the ring holds into `out` (flushing kernel-side overflow), consuming them.
   void drain_cq(std::vector<cqe_copy>& out);
+  void cancel_and_wait(io_completion& op, bool (*in_flight)(const void*) noexcept, const void* state, bool all);
   void dispatch(const cqe_copy& c) noexcept;
+  // Dispatches the completions for user_data `id` that were taken from the ring but not yet
+  // dispatched (this iteration's reaped batch, or set aside).
+  void dispatch_set_aside(std::uint64_t id) noexcept;
   void arm_wake();
   static void on_wake(io_completion& op, int res, unsigned flags) noexcept;
   void drain_inbox();
