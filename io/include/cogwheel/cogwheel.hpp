@@ -3,6 +3,7 @@
 
 #include <cogwheel/io/address.hpp>
 #include <cogwheel/io/tcp.hpp>
+#include <cogwheel/io/udp.hpp>
 #include <cogwheel/runtime/deadline.hpp>
 #include <cogwheel/runtime/operation.hpp>
 #include <cogwheel/runtime/options.hpp>

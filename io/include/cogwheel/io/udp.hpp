@@ -1,0 +1,160 @@
+// UDP over io_uring: udp_socket (bind, connect, send_to, receive_from, send, receive, close).
+// Every operation is one SQE (IORING_OP_SENDMSG, RECVMSG, CONNECT) and an awaitable that
+// allocates nothing: the msghdr, its iovec and the peer's address live in the operation object,
+// that is in the awaiting coroutine's frame. Each composes with with_timeout / with_deadline
+// exactly like TCP: on a timeout the SQE is cancelled and its completion awaited before the
+// caller resumes, and a datagram that was received (or sent) anyway is returned rather than
+// reported as timed_out, so no datagram is lost to a timeout.
+//
+// Datagram rules:
+// - One receive returns exactly one datagram. 0 bytes is an empty datagram, not an end of
+//   stream (UDP has none).
+// - A datagram longer than the buffer is reported as errc::message_size (EMSGSIZE), never
+//   silently cut: the buffer holds its first buffer.size() bytes, the rest is gone (the kernel
+//   discards it with the datagram) and the sender is not returned. Size buffers for the largest
+//   datagram expected (65,507 bytes holds any IPv4 one).
+// - A connected socket receives only from its peer; an ICMP error from the peer (nobody
+//   listening: errc::connection_refused) is reported by a later send or receive.
+// - Errors are the errno of the syscall or CQE as a std::error_code. A socket belongs to the
+//   core it is used on.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <span>
+#include <utility>
+
+#include <cogwheel/io/address.hpp>
+#include <cogwheel/io/detail/kernel_operation.hpp>
+#include <cogwheel/runtime/result.hpp>
+
+struct io_uring_sqe;
+
+namespace cogwheel {
+
+namespace detail {
+
+// The msghdr of one datagram and what it points to. prepare() (in udp.cpp) points msg_ at
+// iov_ and peer_ when the SQE is filled, i.e. after any move of the operation; the kernel
+// reads them and writes msg_namelen and msg_flags back until the completion, which the
+// operation's destructor awaits. A base listed before kernel_operation, so it is destroyed after
+// kernel_operation's destructor has waited for the kernel.
+class datagram_header {
+ protected:
+  datagram_header(int fd, std::span<const std::byte> data) noexcept
+      : fd_(fd), data_(const_cast<std::byte*>(data.data())), size_(data.size()) {}
+  datagram_header(int fd, std::span<const std::byte> data, const socket_address& to) noexcept;
+
+  void prepare_send(io_uring_sqe* sqe) noexcept;
+  void prepare_receive(io_uring_sqe* sqe) noexcept;
+  // The received datagram's size; errc::message_size when it did not fit.
+  cogwheel::result<std::size_t> received(int res) const noexcept;
+  cogwheel::result<socket_address> sender() const noexcept;
+
+ private:
+  int fd_;
+  std::byte* data_;  // read only by sends
+  std::size_t size_;
+  sockaddr_storage peer_{};
+  socklen_t peer_size_ = 0;  // a send's destination; 0: the connected peer
+  msghdr msg_{};
+  iovec iov_{};
+};
+
+class udp_send_operation : public datagram_header,
+                           public kernel_operation<udp_send_operation, cogwheel::result<std::size_t>> {
+ public:
+  udp_send_operation(int fd, std::span<const std::byte> data) noexcept : datagram_header(fd, data) {}
+  udp_send_operation(int fd, std::span<const std::byte> data, const socket_address& to) noexcept
+      : datagram_header(fd, data, to) {}
+  void prepare(io_uring_sqe* sqe) noexcept;
+  cogwheel::result<std::size_t> make_result(int res) noexcept;
+};
+
+class udp_receive_operation : public datagram_header,
+                              public kernel_operation<udp_receive_operation, cogwheel::result<std::size_t>> {
+ public:
+  udp_receive_operation(int fd, std::span<std::byte> buf) noexcept : datagram_header(fd, buf) {}
+  void prepare(io_uring_sqe* sqe) noexcept;
+  cogwheel::result<std::size_t> make_result(int res) noexcept;
+};
+
+class udp_receive_from_operation
+    : public datagram_header,
+      public kernel_operation<udp_receive_from_operation, cogwheel::result<std::pair<std::size_t, socket_address>>> {
+ public:
+  udp_receive_from_operation(int fd, std::span<std::byte> buf) noexcept : datagram_header(fd, buf) {}
+  void prepare(io_uring_sqe* sqe) noexcept;
+  cogwheel::result<std::pair<std::size_t, socket_address>> make_result(int res) noexcept;
+};
+
+class udp_connect_operation : public kernel_operation<udp_connect_operation, cogwheel::result<void>> {
+ public:
+  udp_connect_operation(int fd, const socket_address& to) noexcept : fd_(fd), to_(to) {}
+  void prepare(io_uring_sqe* sqe) noexcept;
+  cogwheel::result<void> make_result(int res) noexcept;
+
+ private:
+  int fd_;
+  socket_address to_;  // read by the kernel until the completion
+};
+
+}  // namespace detail
+
+struct udp_options {
+  bool reuse_address = false;  // SO_REUSEADDR
+  bool reuse_port = false;     // SO_REUSEPORT: one socket per core on the same port
+  bool ipv6_only = false;      // IPV6_V6ONLY for IPv6 sockets ([::] then takes no IPv4)
+};
+
+class udp_socket {
+ public:
+  udp_socket() noexcept = default;
+  // Takes ownership of a UDP socket.
+  explicit udp_socket(int fd) noexcept : fd_(fd) {}
+  udp_socket(udp_socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  udp_socket& operator=(udp_socket&& o) noexcept {
+    if (this != &o) {
+      close();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  udp_socket(const udp_socket&) = delete;
+  udp_socket& operator=(const udp_socket&) = delete;
+  ~udp_socket() { close(); }
+
+  // A socket bound to `at` (port 0: any free port; see local_address()). A client binds to
+  // its family's loopback or any address with port 0.
+  static cogwheel::result<udp_socket> bind(const socket_address& at, udp_options options = {});
+
+  // awaitable<cogwheel::result<void>>: sets the default peer for send()/receive() and accepts
+  // datagrams from it only.
+  detail::udp_connect_operation connect(const socket_address& to) noexcept { return {fd_, to}; }
+  // awaitable<cogwheel::result<size_t>>: one datagram to `to` (copied: it need not outlive the
+  // operation; `data` must).
+  detail::udp_send_operation send_to(std::span<const std::byte> data, const socket_address& to) noexcept {
+    return {fd_, data, to};
+  }
+  // awaitable<cogwheel::result<std::pair<size_t, socket_address>>>: one datagram and its sender.
+  detail::udp_receive_from_operation receive_from(std::span<std::byte> buf) noexcept { return {fd_, buf}; }
+  // awaitable<cogwheel::result<size_t>>: one datagram to the connected peer.
+  detail::udp_send_operation send(std::span<const std::byte> data) noexcept { return {fd_, data}; }
+  // awaitable<cogwheel::result<size_t>>: one datagram (from the connected peer, when connected).
+  detail::udp_receive_operation receive(std::span<std::byte> buf) noexcept { return {fd_, buf}; }
+
+  // Closes the socket now (idempotent). Also done by the destructor. Operations still in
+  // flight on it are not cancelled by this: they end with their own timeouts or frames.
+  void close() noexcept;
+  bool is_open() const noexcept { return fd_ >= 0; }
+  int native_handle() const noexcept { return fd_; }
+  int release() noexcept { return std::exchange(fd_, -1); }
+  cogwheel::result<socket_address> local_address() const noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace cogwheel

@@ -1,0 +1,106 @@
+#include <cogwheel/io/udp.hpp>
+
+#include <liburing.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace cogwheel {
+
+namespace detail {
+
+datagram_header::datagram_header(int fd, std::span<const std::byte> data, const socket_address& to) noexcept
+    : datagram_header(fd, data) {
+  peer_size_ = to.size();
+  std::memcpy(&peer_, to.data(), peer_size_);
+}
+
+void datagram_header::prepare_send(io_uring_sqe* sqe) noexcept {
+  iov_ = {data_, size_};
+  msg_ = {};
+  msg_.msg_name = peer_size_ != 0 ? &peer_ : nullptr;
+  msg_.msg_namelen = peer_size_;
+  msg_.msg_iov = &iov_;
+  msg_.msg_iovlen = 1;
+  io_uring_prep_sendmsg(sqe, fd_, &msg_, MSG_NOSIGNAL);
+}
+
+void datagram_header::prepare_receive(io_uring_sqe* sqe) noexcept {
+  iov_ = {data_, size_};
+  msg_ = {};
+  msg_.msg_name = &peer_;
+  msg_.msg_namelen = sizeof peer_;
+  msg_.msg_iov = &iov_;
+  msg_.msg_iovlen = 1;
+  io_uring_prep_recvmsg(sqe, fd_, &msg_, 0);
+}
+
+result<std::size_t> datagram_header::received(int res) const noexcept {
+  if (res < 0) return errno_code(res);
+  if ((msg_.msg_flags & MSG_TRUNC) != 0) return errc::message_size;
+  return static_cast<std::size_t>(res);
+}
+
+result<socket_address> datagram_header::sender() const noexcept {
+  return socket_address::from_sockaddr(reinterpret_cast<const sockaddr*>(&peer_), msg_.msg_namelen);
+}
+
+void udp_send_operation::prepare(io_uring_sqe* sqe) noexcept { prepare_send(sqe); }
+
+result<std::size_t> udp_send_operation::make_result(int res) noexcept {
+  if (res < 0) return errno_code(res);
+  return static_cast<std::size_t>(res);
+}
+
+void udp_receive_operation::prepare(io_uring_sqe* sqe) noexcept { prepare_receive(sqe); }
+
+result<std::size_t> udp_receive_operation::make_result(int res) noexcept { return received(res); }
+
+void udp_receive_from_operation::prepare(io_uring_sqe* sqe) noexcept { prepare_receive(sqe); }
+
+result<std::pair<std::size_t, socket_address>> udp_receive_from_operation::make_result(int res) noexcept {
+  auto n = received(res);
+  if (!n) return n.error();
+  auto from = sender();
+  if (!from) return from.error();
+  return std::pair<std::size_t, socket_address>(*n, *from);
+}
+
+void udp_connect_operation::prepare(io_uring_sqe* sqe) noexcept {
+  io_uring_prep_connect(sqe, fd_, to_.data(), to_.size());
+}
+
+result<void> udp_connect_operation::make_result(int res) noexcept {
+  if (res < 0) return errno_code(res);
+  return {};
+}
+
+}  // namespace detail
+
+result<udp_socket> udp_socket::bind(const socket_address& at, udp_options options) {
+  udp_socket s(::socket(at.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!s.is_open()) return errno_code(errno);
+  auto set = [&s](int level, int name, bool on) {
+    const int value = on ? 1 : 0;
+    return ::setsockopt(s.fd_, level, name, &value, sizeof value) == 0;
+  };
+  if (options.reuse_address && !set(SOL_SOCKET, SO_REUSEADDR, true)) return errno_code(errno);
+  if (options.reuse_port && !set(SOL_SOCKET, SO_REUSEPORT, true)) return errno_code(errno);
+  if (at.is_ipv6() && !set(IPPROTO_IPV6, IPV6_V6ONLY, options.ipv6_only)) return errno_code(errno);
+  if (::bind(s.fd_, at.data(), at.size()) != 0) return errno_code(errno);
+  return s;
+}
+
+void udp_socket::close() noexcept {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+result<socket_address> udp_socket::local_address() const noexcept {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return errno_code(errno);
+  return socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+}  // namespace cogwheel
