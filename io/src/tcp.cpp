@@ -23,9 +23,10 @@ result<void> set_option(int fd, int level, int name, int value) noexcept {
 namespace detail {
 
 void abort_closed_on_other_thread() noexcept {
-  std::fputs("cogwheel: a tcp_stream was closed on a thread other than the one its in-flight "
-             "operation runs on. Close (or destroy) a stream on the core that uses it; a stream "
-             "may move to another core only while no operation is in flight on it.\n",
+  std::fputs("cogwheel: a socket (tcp_stream, udp_socket) was closed on a thread other than the "
+             "one its in-flight operation runs on. Close (or destroy) a socket on the core that "
+             "uses it; a socket may move to another core only while no operation is in flight "
+             "on it.\n",
              stderr);
   std::abort();
 }

@@ -93,6 +93,7 @@ result<udp_socket> udp_socket::bind(const socket_address& at, udp_options option
 }
 
 void udp_socket::close() noexcept {
+  ops_.close_all();  // first the operations, then the number (see tcp_stream::close)
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -429,6 +430,39 @@ TEST(udp, retries_with_back_off_get_every_reply_through_loss_and_reordering) {
         co_await sleep_for(100ms);  // the last delayed replies go out before the sockets close
       }(),
       paused());
+}
+
+}  // namespace
+}  // namespace cogwheel
+
+namespace cogwheel {
+namespace {
+
+using namespace io_test;
+
+TEST(udp, closing_a_socket_cancels_its_receive_in_flight_at_once) {
+  run([]() -> task<void> {
+    auto pair = bind_pair();
+    CO_ASSERT_OK(pair);
+    std::optional<result<std::size_t>> outcome;
+    std::uint64_t resumed_at = 0;
+    auto receiver = [&]() -> task<void> {
+      std::array<std::byte, 64> buf;
+      outcome = co_await pair->a.receive(buf);
+      resumed_at = loop_stats().iterations;
+    };
+    auto closer = [&]() -> task<void> {
+      co_await sleep_for(2ms);
+      const std::uint64_t closed_at = loop_stats().iterations;
+      pair->a.close();
+      co_await yield();
+      co_await yield();
+      EXPECT_LE(resumed_at - closed_at, 1u);
+    };
+    co_await with_timeout(together(receiver(), closer()), 5s);
+    CO_ASSERT_TRUE(outcome.has_value());
+    EXPECT_EQ(outcome->error(), errc::operation_canceled);
+  }());
 }
 
 }  // namespace

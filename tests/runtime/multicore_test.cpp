@@ -271,6 +271,38 @@ TEST(runtime, stop_while_cores_exchange_messages_leaves_nothing_behind) {
   }
 }
 
+TEST(runtime, a_stop_before_run_makes_run_return_at_once_without_starting_the_mains) {
+  runtime rt(two_cores());
+  rt.stop();
+  std::atomic<int> started{0};
+  rt.run([&](unsigned) -> task<> {
+    ++started;
+    co_await sleep_for(1h);
+  });
+  EXPECT_EQ(started.load(), 0);
+  // The stop was consumed: the next run() runs.
+  rt.run([&](unsigned) -> task<> {
+    ++started;
+    co_return;
+  });
+  EXPECT_EQ(started.load(), 2);
+}
+
+// A controller thread starts run() and stops it at once, racing the start-up, many times: no
+// stop is lost (join() would hang) and nothing races (ThreadSanitizer).
+TEST(runtime, a_stop_racing_the_start_of_run_is_never_lost) {
+  const int rounds = static_cast<int>(test::scaled(1000, 100));
+  for (int round = 0; round < rounds; ++round) {
+    runtime rt(two_cores());
+    std::thread runner([&] {
+      rt.run([](unsigned) -> task<> { co_await sleep_for(1h); });
+    });
+    if (round % 2 == 1) std::this_thread::yield();
+    rt.stop();
+    runner.join();
+  }
+}
+
 // Real clock, on purpose, as above.
 TEST(runtime, sigint_stops_the_runtime_when_asked_to) {
   runtime_options o = two_cores();

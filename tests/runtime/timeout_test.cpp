@@ -347,6 +347,41 @@ TEST_P(deadline_on, reset_later_while_waiting_fires_at_the_new_time) {
   }());
 }
 
+TEST_P(deadline_on, every_waiter_is_released_at_expiry_and_reset_moves_them_all) {
+  run_paused([]() -> task<> {
+    const auto start = test::loop_now();
+    deadline d(100ms);
+    std::vector<clock::duration> released;
+    auto waiter = [&]() -> task<> {
+      result<void> r = co_await with_deadline(sleep_for(1h), d);
+      EXPECT_EQ(r.error(), errc::timed_out);
+      released.push_back(since(start));
+    };
+    auto pusher = [&]() -> task<> {
+      co_await sleep_for(50ms);
+      d.reset(100ms);  // from t = 50ms: all three now expire at 150ms
+    };
+    co_await when_all(waiter(), waiter(), waiter(), pusher());
+    CO_ASSERT_TRUE(released.size() == 3u);
+    for (auto t : released) EXPECT_AT(t, 150ms);
+  }());
+}
+
+TEST_P(deadline_on, a_waiter_that_finishes_early_leaves_the_others_waiting) {
+  run_paused([]() -> task<> {
+    const auto start = test::loop_now();
+    deadline d(100ms);
+    int timed_out = 0;
+    auto waiter = [&](clock::duration sleep) -> task<> {
+      result<void> r = co_await with_deadline(sleep_for(sleep), d);
+      if (!r && r.error() == errc::timed_out) ++timed_out;
+    };
+    co_await when_all(waiter(1h), waiter(10ms), waiter(1h));
+    EXPECT_EQ(timed_out, 2);
+    EXPECT_AT(since(start), 100ms);
+  }());
+}
+
 TEST_P(deadline_on, reset_repeatedly_keeps_pushing_the_expiry) {
   run_paused([]() -> task<> {
     const auto start = test::loop_now();

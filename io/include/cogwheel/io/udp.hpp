@@ -66,9 +66,10 @@ class datagram_header {
 class udp_send_operation : public datagram_header,
                            public kernel_operation<udp_send_operation, cogwheel::result<std::size_t>> {
  public:
-  udp_send_operation(int fd, std::span<const std::byte> data) noexcept : datagram_header(fd, data) {}
-  udp_send_operation(int fd, std::span<const std::byte> data, const socket_address& to) noexcept
-      : datagram_header(fd, data, to) {}
+  udp_send_operation(fd_operations& owner, int fd, std::span<const std::byte> data) noexcept
+      : datagram_header(fd, data), kernel_operation(&owner) {}
+  udp_send_operation(fd_operations& owner, int fd, std::span<const std::byte> data, const socket_address& to) noexcept
+      : datagram_header(fd, data, to), kernel_operation(&owner) {}
   void prepare(io_uring_sqe* sqe) noexcept;
   cogwheel::result<std::size_t> make_result(int res) noexcept;
 };
@@ -76,7 +77,8 @@ class udp_send_operation : public datagram_header,
 class udp_receive_operation : public datagram_header,
                               public kernel_operation<udp_receive_operation, cogwheel::result<std::size_t>> {
  public:
-  udp_receive_operation(int fd, std::span<std::byte> buf) noexcept : datagram_header(fd, buf) {}
+  udp_receive_operation(fd_operations& owner, int fd, std::span<std::byte> buf) noexcept
+      : datagram_header(fd, buf), kernel_operation(&owner) {}
   void prepare(io_uring_sqe* sqe) noexcept;
   cogwheel::result<std::size_t> make_result(int res) noexcept;
 };
@@ -85,14 +87,16 @@ class udp_receive_from_operation
     : public datagram_header,
       public kernel_operation<udp_receive_from_operation, cogwheel::result<std::pair<std::size_t, socket_address>>> {
  public:
-  udp_receive_from_operation(int fd, std::span<std::byte> buf) noexcept : datagram_header(fd, buf) {}
+  udp_receive_from_operation(fd_operations& owner, int fd, std::span<std::byte> buf) noexcept
+      : datagram_header(fd, buf), kernel_operation(&owner) {}
   void prepare(io_uring_sqe* sqe) noexcept;
   cogwheel::result<std::pair<std::size_t, socket_address>> make_result(int res) noexcept;
 };
 
 class udp_connect_operation : public kernel_operation<udp_connect_operation, cogwheel::result<void>> {
  public:
-  udp_connect_operation(int fd, const socket_address& to) noexcept : fd_(fd), to_(to) {}
+  udp_connect_operation(fd_operations& owner, int fd, const socket_address& to) noexcept
+      : kernel_operation(&owner), fd_(fd), to_(to) {}
   void prepare(io_uring_sqe* sqe) noexcept;
   cogwheel::result<void> make_result(int res) noexcept;
 
@@ -114,11 +118,12 @@ class udp_socket {
   udp_socket() noexcept = default;
   // Takes ownership of a UDP socket.
   explicit udp_socket(int fd) noexcept : fd_(fd) {}
-  udp_socket(udp_socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  udp_socket(udp_socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)), ops_(std::move(o.ops_)) {}
   udp_socket& operator=(udp_socket&& o) noexcept {
     if (this != &o) {
       close();
       fd_ = std::exchange(o.fd_, -1);
+      ops_ = std::move(o.ops_);
     }
     return *this;
   }
@@ -132,29 +137,35 @@ class udp_socket {
 
   // awaitable<cogwheel::result<void>>: sets the default peer for send()/receive() and accepts
   // datagrams from it only.
-  detail::udp_connect_operation connect(const socket_address& to) noexcept { return {fd_, to}; }
+  detail::udp_connect_operation connect(const socket_address& to) noexcept { return {ops_, fd_, to}; }
   // awaitable<cogwheel::result<size_t>>: one datagram to `to` (copied: it need not outlive the
   // operation; `data` must).
   detail::udp_send_operation send_to(std::span<const std::byte> data, const socket_address& to) noexcept {
-    return {fd_, data, to};
+    return {ops_, fd_, data, to};
   }
   // awaitable<cogwheel::result<std::pair<size_t, socket_address>>>: one datagram and its sender.
-  detail::udp_receive_from_operation receive_from(std::span<std::byte> buf) noexcept { return {fd_, buf}; }
+  detail::udp_receive_from_operation receive_from(std::span<std::byte> buf) noexcept { return {ops_, fd_, buf}; }
   // awaitable<cogwheel::result<size_t>>: one datagram to the connected peer.
-  detail::udp_send_operation send(std::span<const std::byte> data) noexcept { return {fd_, data}; }
+  detail::udp_send_operation send(std::span<const std::byte> data) noexcept { return {ops_, fd_, data}; }
   // awaitable<cogwheel::result<size_t>>: one datagram (from the connected peer, when connected).
-  detail::udp_receive_operation receive(std::span<std::byte> buf) noexcept { return {fd_, buf}; }
+  detail::udp_receive_operation receive(std::span<std::byte> buf) noexcept { return {ops_, fd_, buf}; }
 
-  // Closes the socket now (idempotent). Also done by the destructor. Operations still in
-  // flight on it are not cancelled by this: they end with their own timeouts or frames.
+  // Closes the socket (idempotent; also done by the destructor). As for tcp_stream::close():
+  // operations in flight are cancelled first (errc::operation_canceled, or the datagram that
+  // raced ahead) and no SQE names the descriptor number again.
   void close() noexcept;
   bool is_open() const noexcept { return fd_ >= 0; }
   int native_handle() const noexcept { return fd_; }
-  int release() noexcept { return std::exchange(fd_, -1); }
+  // Gives up the descriptor without closing it; operations in flight are cancelled.
+  int release() noexcept {
+    ops_.close_all();
+    return std::exchange(fd_, -1);
+  }
   cogwheel::result<socket_address> local_address() const noexcept;
 
  private:
   int fd_ = -1;
+  detail::fd_operations ops_;  // in flight on fd_
 };
 
 }  // namespace cogwheel
