@@ -46,6 +46,32 @@ TEST(fault, peer_reset_during_a_read_gives_connection_reset) {
   }());
 }
 
+TEST(fault, peer_reset_during_write_all_ends_it_with_the_error_and_an_exact_count) {
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    (void)pair->client.set_receive_buffer_size(4096);
+    (void)pair->server.set_send_buffer_size(16384);
+    const std::vector<std::byte> data = pattern_bytes(8 << 20);
+    std::size_t written = 0;
+    auto reset_soon = [](tcp_stream& s) -> task<void> {
+      co_await sleep_for(20ms);  // write_all is stuck on the full buffers by then
+      CO_ASSERT_OK(s.set_linger(true, 0));
+      s.close();
+    };
+    spawn(reset_soon(pair->client));
+    auto r = co_await with_timeout(pair->server.write_all(data, written), 5s);
+    CO_ASSERT_TRUE(!r);
+    EXPECT_TRUE(is_reset_or_broken_pipe(r.error())) << r.error().message();
+    EXPECT_GT(written, 0u);
+    EXPECT_LT(written, data.size());
+    // The stream stays usable as an object: further writes fail the same way, nothing hangs.
+    auto again = co_await with_timeout(pair->server.write_all(bytes_of("x")), 5s);
+    CO_ASSERT_TRUE(!again);
+    EXPECT_TRUE(is_reset_or_broken_pipe(again.error())) << again.error().message();
+  }());
+}
+
 // Writes to `s` until an error comes back (bounded); the error.
 task<std::error_code> write_until_error(tcp_stream& s) {
   std::vector<std::byte> chunk(64 * 1024, std::byte{7});

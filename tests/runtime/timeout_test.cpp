@@ -477,3 +477,72 @@ TEST_P(deadline_on, huge_durations_saturate) {
 
 }  // namespace
 }  // namespace cogwheel
+
+namespace cogwheel {
+namespace {
+
+// The one rule of with_timeout when the timer has fired, for every kind of operation: an
+// outcome that carries a value and can say it was cut short (a result<U> holding a value, or
+// an error other than operation_canceled) is returned as it is; everything else (a void
+// operation, a plain T, operation_canceled) becomes errc::timed_out. Pinned here at the same
+// instant on the paused clock, where both sides are due in one advance, on both timer kinds.
+class same_instant_on : public testing::TestWithParam<timer_kind> {
+ protected:
+  void run_paused(task<> t) {
+    runtime_options o = test::paused();
+    o.timers = GetParam();
+    run(std::move(t), o);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(timers, same_instant_on, testing::Values(timer_kind::wheel, timer_kind::heap),
+                         [](const auto& info) { return info.param == timer_kind::wheel ? "wheel" : "heap"; });
+
+TEST_P(same_instant_on, a_sleep_due_with_its_timeout_times_out) {
+  run_paused([]() -> task<> {
+    const auto start = test::loop_now();
+    result<void> r = co_await with_timeout(sleep_for(10ms), 10ms);
+    EXPECT_EQ(r.error(), errc::timed_out);
+    EXPECT_AT(since(start), 10ms);
+  }());
+}
+
+TEST_P(same_instant_on, a_plain_task_value_due_with_its_timeout_is_dropped_for_timed_out) {
+  run_paused([]() -> task<> {
+    auto fortytwo = []() -> task<int> {
+      co_await sleep_for(10ms);
+      co_return 42;  // a plain int cannot say whether the task was cut short
+    };
+    result<int> r = co_await with_timeout(fortytwo(), 10ms);
+    EXPECT_EQ(r.error(), errc::timed_out);
+  }());
+}
+
+TEST_P(same_instant_on, a_result_task_cut_at_the_same_instant_says_so_and_times_out) {
+  run_paused([]() -> task<> {
+    auto fortytwo = []() -> task<result<int>> {
+      auto slept = co_await with_timeout(sleep_for(10ms), 1h);  // says whether it was cut short
+      if (!slept) co_return slept.error();
+      co_return 42;
+    };
+    result<int> r = co_await with_timeout(fortytwo(), 10ms);
+    // Both are due in the same advance. Timers due together fire in filing order, and the
+    // outer timeout was filed first: its stop reaches the inner sleep before that completes,
+    // so the task itself reports operation_canceled, which the rule turns into timed_out.
+    EXPECT_EQ(r.error(), errc::timed_out);
+  }());
+}
+
+TEST_P(same_instant_on, a_result_task_error_other_than_cancellation_is_returned_as_is) {
+  run_paused([]() -> task<> {
+    auto refused = []() -> task<result<int>> {
+      co_await sleep_for(10ms);
+      co_return errc::connection_refused;
+    };
+    result<int> r = co_await with_timeout(refused(), 10ms);
+    EXPECT_EQ(r.error(), errc::connection_refused);
+  }());
+}
+
+}  // namespace
+}  // namespace cogwheel

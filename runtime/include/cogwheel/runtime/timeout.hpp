@@ -4,8 +4,15 @@
 //   op completes first: the timer is cancelled (O(1)) and op's outcome returned.
 //   the timer fires first: op is cancelled (ASYNC_CANCEL for a kernel operation, a stop request
 //   for a task) and awaited until it has really completed, so the kernel is done with the
-//   caller's buffer and the task has finished, before the caller resumes. Then errc::timed_out,
-//   unless op completed with a value anyway: a timeout never loses bytes read or written.
+//   caller's buffer and the task has finished, before the caller resumes.
+//
+// The one rule for what the caller gets once the timer has fired, for every kind of op: an
+// outcome that can say whether it was cut short is returned as it is when it says "not by
+// you", i.e. a result<U> holding a value (bytes read or written are never lost) or an error
+// other than errc::operation_canceled (a real failure that raced the timer); everything else
+// (operation_canceled, a void operation, a task<T> with a plain T, which cannot tell) becomes
+// errc::timed_out. A task that must keep a value it finished despite the timeout returns
+// result<U>. Timers due in the same tick fire in the order they were filed.
 //
 // `op` is a cancellable_operation (sleeps, socket operations, interval ticks) or a task<T>. The
 // result is result<U> when op yields result<U>, result<void> when op yields void, else
