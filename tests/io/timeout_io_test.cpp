@@ -471,6 +471,32 @@ TEST(timeout_io, a_write_that_completes_as_its_timer_fires_reports_its_bytes) {
   }());
 }
 
+TEST(timeout_io, data_already_there_when_the_deadline_is_reached_wins_on_a_paused_clock) {
+  // The other side of the test above, taken deterministically: the byte is in the socket and
+  // the read starts exactly at its deadline, so the deadline's timer and the read's completion
+  // are due in the same iteration. The completion is reaped in that iteration's wait, before
+  // the next advance could fire the timer: the read returns the byte, never timed_out.
+  for (const timer_kind kind : {timer_kind::wheel, timer_kind::heap}) {
+    SCOPED_TRACE(kind == timer_kind::wheel ? "wheel" : "heap");
+    run(
+        []() -> task<void> {
+          auto pair = co_await connect_pair();
+          CO_ASSERT_OK(pair);
+          const clock::time_point at = std::chrono::ceil<std::chrono::milliseconds>(loop_now() + 10ms);
+          CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("x")));
+          co_await sleep_until(at);
+          EXPECT_EQ(loop_now(), at);
+          std::byte buf[8];
+          std::fill(std::begin(buf), std::end(buf), sentinel);
+          auto got = co_await with_deadline(pair->server.read(buf), at);
+          CO_ASSERT_OK(got);
+          EXPECT_EQ(*got, 1u);
+          EXPECT_EQ(buf[0], std::byte{'x'});
+        }(),
+        runtime_options{.timers = kind, .paused_clock = true});
+  }
+}
+
 TEST(timeout_io, write_all_cut_by_its_timeout_reports_exactly_the_bytes_sent) {
   // A timeout never loses bytes written: with_timeout can only say timed_out, so write_all's
   // counter tells the caller how far it got, and the peer receives exactly that prefix.

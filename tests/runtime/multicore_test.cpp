@@ -22,6 +22,7 @@
 #include <cogwheel/runtime/spawn.hpp>
 #include <cogwheel/runtime/stop.hpp>
 #include <cogwheel/runtime/task.hpp>
+#include <cogwheel/runtime/timeout.hpp>
 
 #include "test_support.hpp"
 
@@ -250,25 +251,61 @@ TEST(runtime, stop_from_another_thread_returns_promptly_and_destroys_pending_fra
 // messages in flight when a loop shuts down are dropped with it, never run on a loop that has
 // shut down (the frames they would spawn would leak: LeakSanitizer checks).
 TEST(runtime, stop_while_cores_exchange_messages_leaves_nothing_behind) {
+  std::atomic<long> exchanged{0};
   for (int round = 0; round < 100; ++round) {
     runtime rt(two_cores());
     std::atomic<int> started{0};
+    std::atomic<bool> destroyed[2] = {false, false};
     std::thread stopper([&] {
       while (started.load() < 2) std::this_thread::yield();
       std::this_thread::sleep_for(std::chrono::microseconds(100 + 20 * round));
       rt.stop();
     });
+    const auto t0 = std::chrono::steady_clock::now();
     rt.run([&](unsigned core) -> task<> {
+      atomic_probe probe(destroyed[core]);
       ++started;
       for (int v = 0;;) {
+        const int before = v;
         if (v % 2 == 0)
           v = co_await submit_to(1 - core, [v]() -> task<int> { co_return v + 1; });
         else
           v = co_await submit_to(1 - core, [v] { return v + 1; });
+        EXPECT_EQ(v, before + 1);  // each reply is the answer to its own request
+        ++exchanged;
       }
     });
     stopper.join();
+    // run() returned promptly, and both mains (suspended in submit_to) were destroyed.
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+    EXPECT_TRUE(destroyed[0].load());
+    EXPECT_TRUE(destroyed[1].load());
   }
+  EXPECT_GT(exchanged.load(), 100);  // the stops did race real traffic
+}
+
+// A task awaiting submit_to under a timeout: submit_to cannot be cancelled (its awaiter
+// returns the remote's value, which has no room for an error), so the timeout's answer waits
+// for the remote function to finish; README says so. The caller then gets timed_out, never
+// the late value, and nothing resumes twice.
+TEST(submit_to, a_timeout_around_it_answers_only_once_the_remote_work_finished) {
+  runtime rt(two_cores());
+  std::atomic<bool> checked{false};
+  rt.run([&](unsigned core) -> task<> {
+    if (core != 0) co_return;
+    auto ask = []() -> task<int> {
+      co_return co_await submit_to(1, []() -> task<int> {
+        co_await sleep_for(100ms);
+        co_return 7;
+      });
+    };
+    const auto t0 = clock::now();
+    result<int> r = co_await with_timeout(ask(), 10ms);
+    EXPECT_EQ(r.error(), errc::timed_out);
+    EXPECT_GE(clock::now() - t0, 100ms);
+    checked = true;
+  });
+  EXPECT_TRUE(checked.load());
 }
 
 TEST(runtime, a_stop_before_run_makes_run_return_at_once_without_starting_the_mains) {
