@@ -48,11 +48,11 @@ struct tally {
 // with_deadline can cancel a wait), completed by the network driver.
 class mailbox {
  public:
-  class receive_operation : public detail::operation_base<receive_operation> {
+  class receive_operation : public operation<receive_operation> {
    public:
     explicit receive_operation(mailbox& box) noexcept : box_(&box) {}
-    receive_operation(receive_operation&& o) noexcept : operation_base(std::move(o)), box_(o.box_) {}
-    std::coroutine_handle<> start(detail::continuation c) {
+    receive_operation(receive_operation&& o) noexcept : operation(std::move(o)), box_(o.box_) {}
+    std::coroutine_handle<> start(continuation c) {
       if (box_->pending_) {
         box_->pending_ = false;
         return c.complete();
@@ -65,7 +65,7 @@ class mailbox {
       if (box_->waiter_ != this) return;
       box_->waiter_ = nullptr;
       canceled_ = true;
-      detail::current_loop().post(later_, continuation_);
+      later_.post(continuation_);  // cancel() never completes inline
     }
     cogwheel::result<void> result() const noexcept {
       if (canceled_) return errc::operation_canceled;
@@ -78,8 +78,8 @@ class mailbox {
    private:
     friend class mailbox;
     mailbox* box_;
-    detail::continuation continuation_;
-    detail::ready_node later_;
+    continuation continuation_;
+    resume_later later_;
     bool canceled_ = false;
   };
 
@@ -124,7 +124,7 @@ std::chrono::milliseconds next_gap(std::minstd_rand& rng) { return std::chrono::
 task<void> connection(std::uint32_t id, long beats, network& net, tally& t) {
   std::minstd_rand rng(id + 1);
   deadline idle(3s);
-  net.send_at(id, detail::current_time() + next_gap(rng));
+  net.send_at(id, now() + next_gap(rng));
   for (long i = 0;; ++i) {
     auto got = co_await with_deadline(net.boxes[id].receive(), idle);
     if (!got) {
@@ -137,7 +137,7 @@ task<void> connection(std::uint32_t id, long beats, network& net, tally& t) {
     const auto r0 = clock::now();
     idle.reset(3s);
     t.reset_ns += static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - r0).count());
-    if (beats < 0 || i + 1 < beats) net.send_at(id, detail::current_time() + next_gap(rng));
+    if (beats < 0 || i + 1 < beats) net.send_at(id, now() + next_gap(rng));
   }
 }
 
@@ -160,7 +160,7 @@ void bm_idle(benchmark::State& state, timer_kind kind) {
     net.boxes = std::vector<mailbox>(static_cast<std::size_t>(n));
     net.due.resize(15000);
     run([&]() -> task<void> {
-      net.start = detail::current_time();
+      net.start = now();
       std::minstd_rand rng(5);
       for (long i = 0; i < n; ++i) {
         const bool goes_silent = rng() % 10 == 0;  // 10% go silent after 1..5 heartbeats

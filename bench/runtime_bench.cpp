@@ -68,7 +68,7 @@ void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
     std::atomic<long> woke{0};
     double seconds = 0;
     run([&]() -> task<void> {
-      const clock::time_point t0 = detail::current_time();
+      const clock::time_point t0 = now();
       std::uniform_int_distribution<long> ms(1, 1000);
       for (long i = 0; i < n; ++i) spawn(sleeper(t0 + std::chrono::milliseconds(ms(rng)), woke));
       co_await sleep_for(0ns);  // every sleeper has started (ready_budget is raised below)

@@ -1,5 +1,6 @@
 #include <cogwheel/io/tcp.hpp>
 
+#include <liburing.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
 
@@ -30,6 +31,18 @@ void abort_closed_on_other_thread() noexcept {
              stderr);
   std::abort();
 }
+
+void connect_operation::prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_connect(sqe, fd_, to_.data(), to_.size()); }
+void recv_operation::prepare(io_uring_sqe* sqe) noexcept {
+  io_uring_prep_recv(sqe, fd_, buf_.data(), buf_.size(), flags_);
+}
+void send_operation::prepare(io_uring_sqe* sqe) noexcept {
+  io_uring_prep_send(sqe, fd_, buf_.data(), buf_.size(), MSG_NOSIGNAL);
+}
+void send_all_operation::prepare(io_uring_sqe* sqe) noexcept {
+  io_uring_prep_send(sqe, fd_, buf_.data() + written_, buf_.size() - written_, MSG_NOSIGNAL);
+}
+void shutdown_operation::prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_shutdown(sqe, fd_, how_); }
 
 connect_operation::connect_operation(connect_operation&& o) noexcept
     : kernel_operation(std::move(o)), to_(o.to_), fd_(std::exchange(o.fd_, -1)), socket_error_(o.socket_error_) {}

@@ -1,4 +1,4 @@
-#include <cogwheel/runtime/detail/event_loop.hpp>
+#include "event_loop.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -53,17 +53,6 @@ unsigned round_up_pow2(unsigned v) {
 }
 
 }  // namespace
-
-event_loop& current_loop() noexcept {
-  event_loop* loop = event_loop::current();
-  if (loop == nullptr) {
-    std::fputs("cogwheel: an awaitable was used on a thread that runs no cogwheel loop "
-               "(call it from inside cogwheel::run() or runtime::run())\n",
-               stderr);
-    std::abort();
-  }
-  return *loop;
-}
 
 event_loop::event_loop(const runtime_options& options, unsigned core)
     : core_(core),
@@ -125,6 +114,13 @@ void event_loop::shutdown() noexcept {
 
 event_loop::~event_loop() {
   shutdown();
+  // Messages that arrived too late to run (a submit_to racing the runtime's stop): their
+  // senders' state is released, nothing runs.
+  for (remote_message* m = inbox_.exchange(nullptr, std::memory_order_acquire); m != nullptr;) {
+    remote_message* next = m->next;
+    m->discard(*m);
+    m = next;
+  }
   ::close(wake_fd_);
   io_uring_queue_exit(&ring_);
 }
@@ -325,19 +321,26 @@ void event_loop::on_wake(io_completion& op, int /*res*/, unsigned /*flags*/) noe
 }
 
 void event_loop::drain_inbox() {
-  std::vector<std::function<void()>> batch;
-  {
-    std::lock_guard lock(inbox_mu_);
-    batch.swap(inbox_);
+  remote_message* m = inbox_.exchange(nullptr, std::memory_order_acquire);
+  remote_message* in_order = nullptr;  // the stack reversed: arrival order
+  while (m != nullptr) {
+    remote_message* next = m->next;
+    m->next = in_order;
+    in_order = m;
+    m = next;
   }
-  for (auto& fn : batch) fn();
+  while (in_order != nullptr) {
+    remote_message* next = in_order->next;  // deliver may free the message
+    in_order->deliver(*in_order);
+    in_order = next;
+  }
 }
 
-void event_loop::post_remote(std::function<void()> fn) {
-  {
-    std::lock_guard lock(inbox_mu_);
-    inbox_.push_back(std::move(fn));
-  }
+void event_loop::post_remote(remote_message& m) noexcept {
+  remote_message* head = inbox_.load(std::memory_order_relaxed);
+  do {
+    m.next = head;
+  } while (!inbox_.compare_exchange_weak(head, &m, std::memory_order_release, std::memory_order_relaxed));
   if (!wake_pending_.exchange(true)) {
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);

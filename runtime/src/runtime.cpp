@@ -1,5 +1,7 @@
 #include <cogwheel/runtime/runtime.hpp>
 
+#include <cogwheel/runtime/run.hpp>
+
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -9,6 +11,9 @@
 #include <cstdlib>
 #include <latch>
 #include <thread>
+#include <vector>
+
+#include "event_loop.hpp"
 
 namespace cogwheel {
 
@@ -59,12 +64,14 @@ runtime::runtime(runtime_options options) : options_(options) {
   }
   // Allocated here, not in run(): stop() may read it from any thread at any time, so it must
   // not be assigned while the runtime exists (only its atomic entries change).
-  loops_ = std::make_unique<std::atomic<detail::event_loop*>[]>(cores_);
+  loops_ = new std::atomic<detail::event_loop*>[cores_];
+  for (unsigned i = 0; i < cores_; ++i) loops_[i].store(nullptr);
 }
 
 runtime::~runtime() {
   runtime* self = this;
   signal_target.compare_exchange_strong(self, nullptr);
+  delete[] loops_;
 }
 
 void runtime::stop() noexcept {
@@ -77,10 +84,7 @@ void runtime::stop() noexcept {
 }
 
 void runtime::fail(std::exception_ptr e) noexcept {
-  {
-    std::lock_guard lock(error_mu_);
-    if (!error_) error_ = e;
-  }
+  if (!failed_.exchange(true)) error_ = e;
   stop();
 }
 
@@ -88,13 +92,14 @@ void runtime::core_finished() noexcept {
   if (running_.fetch_sub(1) == 1) stop();
 }
 
-void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
+void runtime::run_cores(core_main_ref per_core_main) {
   std::vector<std::unique_ptr<detail::event_loop>> owned(cores_);
   running_.store(cores_);
   // stopping_ is not cleared here: a stop() that came before run(), or while it starts its
   // threads, must make this run return at once rather than be lost. It is cleared on the way
   // out, once every thread has joined.
   error_ = nullptr;
+  failed_.store(false);
   struct sigaction old_int {}, old_term {};
   if (options_.stop_on_signals) {
     signal_target.store(this);
@@ -109,13 +114,13 @@ void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
   std::vector<std::thread> threads;
   threads.reserve(cores_);
   for (unsigned core = 0; core < cores_; ++core) {
-    threads.emplace_back([this, core, &per_core_main, &ready, &owned] {
+    threads.emplace_back([this, core, per_core_main, &ready, &owned] {
       if (options_.pin_threads) pin_to_cpu(core);
       detail::event_loop* loop = nullptr;
       try {
         owned[core] = std::make_unique<detail::event_loop>(options_, core);
         loop = owned[core].get();
-        loop->set_peers(loops_.get(), cores_);
+        loop->set_peers(loops_, cores_);
         loops_[core].store(loop);
       } catch (...) {
         fail(std::current_exception());
@@ -151,17 +156,12 @@ void runtime::run(std::function<task<void>(unsigned core)> per_core_main) {
   if (error_) std::rethrow_exception(error_);
 }
 
-void runtime::core_main(unsigned core, const std::function<task<void>(unsigned)>& per_core_main) {
+void runtime::core_main(unsigned core, core_main_ref per_core_main) {
   detail::event_loop& loop = *loops_[core].load();
-  task<void> main = per_core_main(core);
+  task<void> main = per_core_main.call(per_core_main.fn, core);
   bool done = false;
   bool counted = false;
-  auto finished = [](void* flag) noexcept -> std::coroutine_handle<> {
-    *static_cast<bool*>(flag) = true;
-    detail::current_loop().nudge();
-    return std::noop_coroutine();
-  };
-  main.start(detail::continuation(finished, &done), nullptr).resume();
+  main.start(detail::continuation(&detail::loop_owner::finished, &done), nullptr).resume();
   bool checked = false;
   loop.run_until([&] {
     if (done && !checked) {

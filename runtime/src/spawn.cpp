@@ -1,13 +1,35 @@
 #include <cogwheel/runtime/spawn.hpp>
 
 #include <cstdio>
+#include <exception>
 #include <typeinfo>
+
+#include "event_loop.hpp"
 
 namespace cogwheel {
 
-namespace detail {
+namespace {
 
-detached_task run_detached(task<void> t) { co_await std::move(t); }
+// The frame that owns a spawned task: linked into its loop's list from creation until it
+// finishes (or the loop destroys it at shutdown), queued to start at the next iteration.
+struct detached_task {
+  struct promise_type : detail::spawned_link {
+    detail::event_loop* loop = &detail::current_loop();
+    detail::ready_node start_node;
+
+    promise_type() noexcept { loop->link_spawned(*this); }
+    ~promise_type() { loop->unlink_spawned(*this); }
+    detached_task get_return_object() noexcept {
+      frame = std::coroutine_handle<promise_type>::from_promise(*this);
+      return detached_task{this};
+    }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }  // the frame frees itself
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept;
+  };
+  promise_type* promise;
+};
 
 void report_spawn_failure(std::exception_ptr e) noexcept {
   try {
@@ -24,15 +46,13 @@ void detached_task::promise_type::unhandled_exception() noexcept {
   report_spawn_failure(std::current_exception());
 }
 
-}  // namespace detail
+detached_task run_detached(task<void> t) { co_await std::move(t); }
+
+}  // namespace
 
 void spawn(task<void> t) {
-  detail::event_loop& loop = detail::current_loop();
-  detail::run_detached(std::move(t));
-  // get_return_object linked the new frame last; queue it to start at the next iteration.
-  auto* link = loop.last_spawned();
-  auto& promise = static_cast<detail::detached_task::promise_type&>(*link);
-  loop.post(promise.start_node, link->frame);
+  detached_task d = run_detached(std::move(t));
+  d.promise->loop->post(d.promise->start_node, d.promise->frame);
 }
 
 }  // namespace cogwheel

@@ -117,8 +117,8 @@ inline std::string_view text_of(std::span<const std::byte> b) noexcept {
 }
 
 // Shared by the timeout tests.
-// The loop's time: the virtual time under a paused clock (no public accessor for it).
-inline clock::time_point loop_now() { return detail::current_time(); }
+// The loop's time: the virtual time under a paused clock.
+inline clock::time_point loop_now() { return now(); }
 
 inline int open_descriptors() {
   int n = 0;

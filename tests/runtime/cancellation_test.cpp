@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/interval.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/spawn.hpp>
 #include <cogwheel/runtime/stop.hpp>

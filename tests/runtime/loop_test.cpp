@@ -2,7 +2,7 @@
 // interval ticks on a drift-free grid with missed ticks skipped and counted; a tiny ring that
 // overflows its queues without losing a completion; and a clear error when the ring cannot be
 // created.
-#include <cogwheel/runtime/detail/event_loop.hpp>
+#include "event_loop.hpp"  // the loop itself (runtime/src): this is its own test
 
 #include <gtest/gtest.h>
 #include <liburing.h>
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/interval.hpp>
 #include <cogwheel/runtime/operation.hpp>
 #include <cogwheel/runtime/runtime.hpp>
 #include <cogwheel/runtime/sleep.hpp>
@@ -42,10 +43,10 @@ using namespace std::chrono_literals;
 // The smallest kernel operation: one IORING_OP_NOP, following the operation protocol of
 // <cogwheel/runtime/operation.hpp> (as sleep_operation does) and completing from the loop's CQE
 // dispatch (as every socket operation does).
-class nop_operation : public detail::operation_base<nop_operation>, private detail::io_completion {
+class nop_operation : public operation<nop_operation>, private detail::io_completion {
  public:
   nop_operation() noexcept { on_cqe = &nop_operation::on_complete; }
-  nop_operation(nop_operation&& o) noexcept : operation_base(std::move(o)) { on_cqe = &nop_operation::on_complete; }
+  nop_operation(nop_operation&& o) noexcept : operation(std::move(o)) { on_cqe = &nop_operation::on_complete; }
   ~nop_operation() {
     if (in_flight_) {
       continuation_ = {};

@@ -4,5 +4,6 @@
 #include <gtest/gtest.h>
 
 TEST(header_selfcontained, spawn_hpp_needs_no_other_include) {
-  EXPECT_EQ(cogwheel::run([]() -> cogwheel::task<int> { co_return 3; }()), 3);
+  void (*f)(cogwheel::task<void>) = &cogwheel::spawn;
+  EXPECT_NE(f, nullptr);
 }

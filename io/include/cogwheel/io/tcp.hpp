@@ -9,8 +9,6 @@
 // it is used on.
 #pragma once
 
-#include <liburing.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,7 +32,7 @@ class connect_operation : public kernel_operation<connect_operation, cogwheel::r
   ~connect_operation();
 
   std::coroutine_handle<> start(continuation c);
-  void prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_connect(sqe, fd_, to_.data(), to_.size()); }
+  void prepare(io_uring_sqe* sqe) noexcept;
   cogwheel::result<tcp_stream> make_result(int res);
 
  private:
@@ -56,7 +54,7 @@ class recv_operation : public kernel_operation<recv_operation, cogwheel::result<
     }
     return kernel_operation::start(c);
   }
-  void prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_recv(sqe, fd_, buf_.data(), buf_.size(), flags_); }
+  void prepare(io_uring_sqe* sqe) noexcept;
   cogwheel::result<std::size_t> make_result(int res) noexcept {
     if (empty_) return errc::invalid_argument;
     if (res < 0) return errno_code(res);
@@ -74,9 +72,7 @@ class send_operation : public kernel_operation<send_operation, cogwheel::result<
  public:
   send_operation(fd_operations& owner, int fd, std::span<const std::byte> buf) noexcept
       : kernel_operation(&owner), fd_(fd), buf_(buf) {}
-  void prepare(io_uring_sqe* sqe) noexcept {
-    io_uring_prep_send(sqe, fd_, buf_.data(), buf_.size(), MSG_NOSIGNAL);
-  }
+  void prepare(io_uring_sqe* sqe) noexcept;
   cogwheel::result<std::size_t> make_result(int res) noexcept {
     if (res < 0) return errno_code(res);
     return static_cast<std::size_t>(res);
@@ -98,9 +94,7 @@ class send_all_operation : public kernel_operation<send_all_operation, cogwheel:
       : kernel_operation(&owner), fd_(fd), buf_(buf), progress_(progress) {
     if (progress_ != nullptr) *progress_ = 0;
   }
-  void prepare(io_uring_sqe* sqe) noexcept {
-    io_uring_prep_send(sqe, fd_, buf_.data() + written_, buf_.size() - written_, MSG_NOSIGNAL);
-  }
+  void prepare(io_uring_sqe* sqe) noexcept;
   bool on_result(int res) noexcept {
     if (res > 0) written_ += static_cast<std::size_t>(res);
     if (progress_ != nullptr) *progress_ = written_;
@@ -126,7 +120,7 @@ class shutdown_operation : public kernel_operation<shutdown_operation, cogwheel:
  public:
   shutdown_operation(fd_operations& owner, int fd, int how) noexcept
       : kernel_operation(&owner), fd_(fd), how_(how) {}
-  void prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_shutdown(sqe, fd_, how_); }
+  void prepare(io_uring_sqe* sqe) noexcept;
   cogwheel::result<void> make_result(int res) noexcept {
     if (res < 0) return errno_code(res);
     return {};
@@ -227,10 +221,10 @@ struct listen_options {
 
 namespace detail {
 
-class accept_operation : public operation_base<accept_operation> {
+class accept_operation : public operation<accept_operation> {
  public:
   explicit accept_operation(acceptor* a) noexcept : acceptor_(a) {}
-  accept_operation(accept_operation&& o) noexcept : operation_base(std::move(o)), acceptor_(o.acceptor_) {}
+  accept_operation(accept_operation&& o) noexcept : operation(std::move(o)), acceptor_(o.acceptor_) {}
   ~accept_operation();
 
   std::coroutine_handle<> start(continuation c);

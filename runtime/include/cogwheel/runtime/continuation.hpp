@@ -7,11 +7,12 @@
 
 #include <coroutine>
 
-namespace cogwheel::detail {
+namespace cogwheel {
 
 // Who runs when an operation completes: a coroutine, or a callback that decides (the
 // with_timeout and when_all awaiters, which are not coroutines). complete() returns the
-// coroutine to run next, for symmetric transfer or resume().
+// coroutine to run next, for symmetric transfer or resume(). Public: an operation written
+// outside cogwheel (see operation.hpp) is handed one by start() and completes it exactly once.
 class continuation {
  public:
   using callback = std::coroutine_handle<> (*)(void* ctx) noexcept;
@@ -32,6 +33,10 @@ class continuation {
   callback fn_ = nullptr;
   void* ctx_ = nullptr;
 };
+
+namespace detail {
+
+using cogwheel::continuation;
 
 // What an operation registers while a task is suspended on it, so a stop request can reach it.
 struct cancel_hook {
@@ -78,4 +83,5 @@ stop_source* stop_source_of(std::coroutine_handle<Promise> h) noexcept {
     return nullptr;
 }
 
-}  // namespace cogwheel::detail
+}  // namespace detail
+}  // namespace cogwheel

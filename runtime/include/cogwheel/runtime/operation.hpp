@@ -1,56 +1,76 @@
-// The protocol every cancellable operation of cogwheel follows (sleeps, socket operations, a
-// task under a timeout), so that with_timeout, with_deadline and stop requests compose with any
-// of them. An operation `op` of type Op provides:
+// Writing your own awaitable: the protocol every cancellable operation of cogwheel follows
+// (sleeps, socket operations, a task under a timeout), so that with_timeout, with_deadline and
+// stop requests compose with any of them, yours included. An operation `op` of type Op provides:
 //
-//   std::coroutine_handle<> op.start(detail::continuation c)
+//   std::coroutine_handle<> op.start(continuation c)
 //       Begins the operation and returns the coroutine to run next: std::noop_coroutine() when
-//       it is in flight (c is completed later, exactly once), or c.complete() when it finished
+//       it is in flight (c is completed later, exactly once, on this core's thread: e.g.
+//       `c.complete().resume()` from whatever finishes it), or c.complete() when it finished
 //       at once. Called at most once.
 //   void op.cancel() noexcept
-//       Asks an in-flight operation to finish early. Never completes c from inside cancel(); a
-//       no-op once it finished. The operation still completes through c: with
-//       errc::operation_canceled, or with its real outcome if that raced ahead (data read or
-//       written is never lost).
+//       Asks an in-flight operation to finish early (a timeout fired, the caller is stopped).
+//       Never completes c from inside cancel(): use a resume_later to complete it at the next
+//       iteration. A no-op once it finished. The operation still completes through c: with
+//       errc::operation_canceled, or with its real outcome if that raced ahead (data is never
+//       lost).
 //   op.result()
-//       The outcome, once completed.
+//       The outcome, once completed (a result<T> carries errors as std::error_code).
 //   ~Op()
-//       If still in flight: cancels, and for kernel operations waits for the kernel to be done
-//       with the buffers before returning. A destroyed coroutine frame leaves nothing behind.
+//       If still in flight: cancels, and waits for whatever may still touch the frame's memory,
+//       before returning. A destroyed coroutine frame leaves nothing behind.
 //
-// operation_base<Op> gives such a type its co_await: awaiting registers with the awaiting
-// task's stop source, so a stop request (a timeout above it) cancels the operation.
+// Deriving from operation<Op> gives such a type its co_await: awaiting registers with the
+// awaiting task's stop source, so a stop request (a timeout above it) reaches op.cancel().
+// Example: bench/idle_bench.cpp's mailbox, a receive that with_deadline can cut short.
 #pragma once
 
 #include <concepts>
 #include <coroutine>
 
 #include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/loop_access.hpp>
+#include <cogwheel/runtime/detail/ready_queue.hpp>
 
 namespace cogwheel {
 
 template <class Op>
-concept cancellable_operation = requires(Op& op, detail::continuation c) {
+concept cancellable_operation = requires(Op& op, continuation c) {
   { op.start(c) } -> std::convertible_to<std::coroutine_handle<>>;
   { op.cancel() } noexcept;
   op.result();
 };
 
-namespace detail {
+// A continuation completed at a coming iteration of this core's loop instead of now: how
+// cancel() completes an operation (it must not resume anything itself). Nothing is allocated:
+// the queue node lives here, and destroying a resume_later that is still queued unqueues it.
+class resume_later {
+ public:
+  resume_later() noexcept = default;
+  resume_later(const resume_later&) = delete;
+  resume_later& operator=(const resume_later&) = delete;
+
+  // Precondition: on a cogwheel loop thread; !queued().
+  void post(continuation c) noexcept { detail::post(detail::current_loop(), node_, c); }
+  bool queued() const noexcept { return node_.queued(); }
+
+ private:
+  detail::ready_node node_;
+};
 
 template <class Op>
-class operation_base : private cancel_hook {
+class operation : private detail::cancel_hook {
  public:
   bool await_ready() const noexcept { return false; }
 
   template <class Promise>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> h) {
     awaiting_ = h;
-    stop_ = stop_source_of(h);
+    stop_ = detail::stop_source_of(h);
     if (stop_ != nullptr) {
-      on_cancel = &operation_base::cancel_thunk;
+      on_cancel = &operation::cancel_thunk;
       stop_->attach(*this);
     }
-    std::coroutine_handle<> next = self().start(continuation(&operation_base::on_done, this));
+    std::coroutine_handle<> next = self().start(continuation(&operation::on_done, this));
     if (stop_ != nullptr && stop_->stop_requested()) self().cancel();  // asked before it began
     return next;
   }
@@ -58,20 +78,20 @@ class operation_base : private cancel_hook {
   decltype(auto) await_resume() { return self().result(); }
 
  protected:
-  operation_base() noexcept = default;
-  operation_base(const operation_base&) noexcept : cancel_hook() {}  // copies are not awaiting
-  operation_base(operation_base&&) noexcept : cancel_hook() {}
-  ~operation_base() {
+  operation() noexcept = default;
+  operation(const operation&) noexcept : cancel_hook() {}  // copies are not awaiting
+  operation(operation&&) noexcept : cancel_hook() {}
+  ~operation() {
     if (stop_ != nullptr) stop_->detach(*this);
   }
 
  private:
   Op& self() noexcept { return static_cast<Op&>(*this); }
   static void cancel_thunk(cancel_hook& h) noexcept {
-    static_cast<operation_base&>(h).self().cancel();
+    static_cast<operation&>(h).self().cancel();
   }
   static std::coroutine_handle<> on_done(void* p) noexcept {
-    auto& self = *static_cast<operation_base*>(p);
+    auto& self = *static_cast<operation*>(p);
     if (self.stop_ != nullptr) {
       self.stop_->detach(self);
       self.stop_ = nullptr;
@@ -80,8 +100,7 @@ class operation_base : private cancel_hook {
   }
 
   std::coroutine_handle<> awaiting_;
-  stop_source* stop_ = nullptr;
+  detail::stop_source* stop_ = nullptr;
 };
 
-}  // namespace detail
 }  // namespace cogwheel

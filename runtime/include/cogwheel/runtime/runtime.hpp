@@ -5,16 +5,13 @@
 
 #include <atomic>
 #include <coroutine>
+#include <cstddef>
 #include <exception>
-#include <functional>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
-#include <cogwheel/runtime/detail/event_loop.hpp>
+#include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/options.hpp>
 #include <cogwheel/runtime/spawn.hpp>
 #include <cogwheel/runtime/task.hpp>
@@ -34,7 +31,15 @@ class runtime {
   // task has ended with an exception. Pending timers and operations are then cancelled and
   // every coroutine frame destroyed. Rethrows the first exception of a main task, or the ring
   // set-up error of any core.
-  void run(std::function<task<void>(unsigned core)> per_core_main);
+  // per_core_main is any callable taking the core index and returning task<void> (a lambda, a
+  // std::function); it is called once per core, on that core's thread, concurrently.
+  template <class F>
+    requires std::is_invocable_r_v<task<void>, F&, unsigned>
+  void run(F&& per_core_main) {
+    run_cores(core_main_ref{&per_core_main, [](void* f, unsigned core) -> task<void> {
+                              return (*static_cast<std::remove_reference_t<F>*>(f))(core);
+                            }});
+  }
 
   // Thread-safe, and async-signal-safe: makes run() wind down. A stop() before run(), or
   // racing its start, is not lost: that run() returns promptly (without starting the main
@@ -44,7 +49,13 @@ class runtime {
   unsigned cores() const noexcept { return cores_; }
 
  private:
-  void core_main(unsigned core, const std::function<task<void>(unsigned)>& per_core_main);
+  // A borrowed per-core main (run() blocks until every core is done with it).
+  struct core_main_ref {
+    void* fn;
+    task<void> (*call)(void* fn, unsigned core);
+  };
+  void run_cores(core_main_ref per_core_main);
+  void core_main(unsigned core, core_main_ref per_core_main);
   void core_finished() noexcept;
   void fail(std::exception_ptr e) noexcept;
 
@@ -53,11 +64,11 @@ class runtime {
   // Core i's loop while run() runs (null before it exists and after run()); atomics because
   // stop() may read them from any thread or a signal handler. The array itself lives as long
   // as the runtime.
-  std::unique_ptr<std::atomic<detail::event_loop*>[]> loops_;
+  std::atomic<detail::event_loop*>* loops_;  // new[]'d by the constructor
   std::atomic<unsigned> running_{0};        // cores whose work has not finished yet
   std::atomic<unsigned> stop_calls_{0};     // stop() calls using loops_ right now
   std::atomic<bool> stopping_{false};
-  std::mutex error_mu_;
+  std::atomic<bool> failed_{false};  // the first failure claims error_; read after the joins
   std::exception_ptr error_;
 };
 
@@ -78,39 +89,106 @@ struct unwrap_task<task<T>> {
   using type = T;
 };
 
-// State shared by the caller's core and the target core. The caller's core alone reads
-// `abandoned` and resumes `awaiting`, so no lock is needed beyond the inboxes'.
-template <class T>
+// One submit_to call: the function travels to the target core in `request`, the outcome comes
+// back in `reply`. Two references: the caller's awaiter, and the message chain (request, the
+// work on the target, reply), each released once; the last one frees the state. `awaiting`,
+// `abandoned` and `completed` are touched only on the caller's core (by the awaiter and by the
+// reply's delivery), the value and error only before the reply is posted.
+template <class T, class F>
 struct submit_state {
-  std::conditional_t<std::is_void_v<T>, bool, std::optional<T>> value{};
+  using value_holder = std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>;
+
+  explicit submit_state(F fn) : f(std::move(fn)) {
+    request.deliver = &submit_state::on_request;
+    request.discard = &submit_state::on_discard;
+    reply.deliver = &submit_state::on_reply;
+    reply.discard = &submit_state::on_discard;
+  }
+
+  void release() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+  // On the target core: the outcome goes home (the chain's reference travels with it).
+  void send_reply() noexcept { post_remote(*home, reply); }
+
+  static submit_state& of_request(remote_message& m) noexcept {
+    return *reinterpret_cast<submit_state*>(reinterpret_cast<char*>(&m) - offsetof(submit_state, request));
+  }
+  static submit_state& of_reply(remote_message& m) noexcept {
+    return *reinterpret_cast<submit_state*>(reinterpret_cast<char*>(&m) - offsetof(submit_state, reply));
+  }
+  static void on_request(remote_message& m) noexcept;
+  static void on_reply(remote_message& m) noexcept {
+    submit_state& st = of_reply(m);
+    st.completed = true;
+    if (!st.abandoned) st.awaiting.resume();
+    st.release();
+  }
+  static void on_discard(remote_message& m) noexcept {
+    // Either message: the chain's reference. (Both members sit at fixed offsets.)
+    submit_state& st = &m == &of_request(m).request ? of_request(m) : of_reply(m);
+    st.release();
+  }
+
+  std::atomic<int> refs{2};
+  remote_message request;
+  remote_message reply;
+  F f;
+  value_holder value{};
   std::exception_ptr error;
   std::coroutine_handle<> awaiting;
   event_loop* home = nullptr;
   bool abandoned = false;
   bool completed = false;
-
-  void reply(std::shared_ptr<submit_state> self) {
-    home->post_remote([self] {
-      self->completed = true;
-      if (!self->abandoned) self->awaiting.resume();
-    });
-  }
 };
 
-// Calls f and awaits the task it returns. f lives in this frame until that task has finished:
-// when f is a lambda coroutine, its captures live in the lambda object, not in the task's frame.
+// Runs a task-returning function on the target core. The state (and so f, whose captures a
+// lambda coroutine's task refers to) lives until the task has finished. A frame destroyed
+// before that (the target loop shutting down) releases the chain's reference instead of
+// replying.
 template <class T, class F>
-task<void> run_submitted(std::shared_ptr<submit_state<T>> st, F f) {
+task<void> run_submitted(submit_state<T, F>* st) {
+  struct chain_ref {
+    submit_state<T, F>* st;
+    bool replied = false;
+    ~chain_ref() {
+      if (!replied) st->release();
+    }
+  } ref{st};
   try {
     if constexpr (std::is_void_v<T>) {
-      co_await f();
+      co_await st->f();
     } else {
-      st->value.emplace(co_await f());
+      st->value.emplace(co_await st->f());
     }
   } catch (...) {
     st->error = std::current_exception();
   }
-  st->reply(st);
+  ref.replied = true;
+  st->send_reply();
+}
+
+template <class T, class F>
+void submit_state<T, F>::on_request(remote_message& m) noexcept {
+  submit_state& st = of_request(m);
+  if constexpr (std::is_same_v<submit_result_t<F>, task<T>>) {
+    try {
+      spawn(run_submitted<T>(&st));
+    } catch (...) {  // the frame could not be allocated
+      st.error = std::current_exception();
+      st.send_reply();
+    }
+  } else {
+    try {
+      if constexpr (std::is_void_v<T>)
+        st.f();
+      else
+        st.value.emplace(st.f());
+    } catch (...) {
+      st.error = std::current_exception();
+    }
+    st.send_reply();
+  }
 }
 
 void abort_bad_core(unsigned core) noexcept;
@@ -119,37 +197,25 @@ template <class F>
 class submit_awaiter {
   using R = submit_result_t<F>;
   using T = typename unwrap_task<R>::type;
+  using state = submit_state<T, F>;
 
  public:
   submit_awaiter(unsigned core, F f) : core_(core), f_(std::move(f)) {}
-  submit_awaiter(submit_awaiter&&) noexcept = default;
+  submit_awaiter(submit_awaiter&& o) noexcept : core_(o.core_), f_(std::move(o.f_)), state_(std::exchange(o.state_, nullptr)) {}
   ~submit_awaiter() {
-    if (state_ && !state_->completed) state_->abandoned = true;  // caller's frame is going away
+    if (state_ == nullptr) return;
+    if (!state_->completed) state_->abandoned = true;  // caller's frame is going away
+    state_->release();
   }
 
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) {
-    event_loop& home = current_loop();
-    event_loop* target = home.peer(core_);
+    event_loop* target = peer_loop(core_);
     if (target == nullptr) abort_bad_core(core_);
-    state_ = std::make_shared<submit_state<T>>();
+    state_ = new state(std::move(*f_));
     state_->awaiting = h;
-    state_->home = &home;
-    target->post_remote([st = state_, f = std::move(f_)]() mutable {
-      if constexpr (std::is_same_v<R, task<T>>) {
-        spawn(run_submitted<T>(st, std::move(f)));
-      } else {
-        try {
-          if constexpr (std::is_void_v<T>)
-            f();
-          else
-            st->value.emplace(f());
-        } catch (...) {
-          st->error = std::current_exception();
-        }
-        st->reply(st);
-      }
-    });
+    state_->home = &current_loop();
+    post_remote(*target, state_->request);
   }
   T await_resume() {
     if (state_->error) std::rethrow_exception(state_->error);
@@ -158,8 +224,8 @@ class submit_awaiter {
 
  private:
   unsigned core_;
-  F f_;
-  std::shared_ptr<submit_state<T>> state_;
+  std::optional<F> f_;  // moved into the state when the call is made
+  state* state_ = nullptr;
 };
 
 }  // namespace detail

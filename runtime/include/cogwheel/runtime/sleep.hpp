@@ -5,43 +5,24 @@
 #include <chrono>
 #include <coroutine>
 
-#include <cogwheel/runtime/detail/event_loop.hpp>
+#include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/operation.hpp>
+#include <cogwheel/runtime/time.hpp>
 #include <cogwheel/timer/node.hpp>
 
 namespace cogwheel {
 
-namespace detail {
-// now + d without overflow: saturates at time_point::max() / min().
-clock::time_point saturating_add(clock::time_point now, clock::duration d) noexcept;
-// The time a new deadline counts from: clock::now(), or the virtual time of a paused clock.
-clock::time_point current_time() noexcept;
-
-// d as a clock::duration, saturating at its min()/max() instead of overflowing: the implicit
-// conversion of e.g. hours::max() to nanoseconds wraps around to a negative duration, which
-// would turn "sleep forever" into "complete at once".
-template <class Rep, class Period>
-constexpr clock::duration saturating_duration(std::chrono::duration<Rep, Period> d) noexcept {
-  // long double holds every clock::duration count exactly (64-bit mantissa), so these
-  // comparisons are exact where it matters and cannot overflow.
-  const long double ns = std::chrono::duration<long double, std::nano>(d).count();
-  if (ns >= static_cast<long double>(clock::duration::max().count())) return clock::duration::max();
-  if (ns <= static_cast<long double>(clock::duration::min().count())) return clock::duration::min();
-  return std::chrono::duration_cast<clock::duration>(d);
-}
-}  // namespace detail
-
 // Completes when the core's timer queue reaches its deadline (never before; at most one tick
 // after). A deadline in the past completes at the next loop iteration. Cancelling it (a stop
 // request, or with_timeout) completes it at the next iteration.
-class sleep_operation : public detail::operation_base<sleep_operation>, private timer::timer_node {
+class sleep_operation : public operation<sleep_operation>, private timer::timer_node {
  public:
   explicit sleep_operation(clock::time_point deadline) noexcept
       : timer_node(&sleep_operation::on_expire), deadline_(deadline) {}
   sleep_operation(sleep_operation&& o) noexcept
-      : operation_base(std::move(o)), timer_node(&sleep_operation::on_expire), deadline_(o.deadline_) {}
+      : operation(std::move(o)), timer_node(&sleep_operation::on_expire), deadline_(o.deadline_) {}
   ~sleep_operation() {
-    if (loop_ != nullptr) loop_->timers().cancel(*this);
+    if (loop_ != nullptr) detail::cancel_timer(*loop_, *this);
   }
 
   clock::time_point deadline() const noexcept { return deadline_; }
@@ -52,19 +33,19 @@ class sleep_operation : public detail::operation_base<sleep_operation>, private 
     // A deadline the loop's time has reached is due now. Filed at its own time it would round
     // up to the next tick boundary, and the loop would sleep up to a tick before the "next
     // iteration" (a paused clock would jump): file it as overdue instead.
-    loop_->timers().schedule(*this, deadline_ <= loop_->now() ? clock::time_point::min() : deadline_);
+    detail::schedule_timer(*loop_, *this, deadline_ <= detail::loop_now(*loop_) ? clock::time_point::min() : deadline_);
     return std::noop_coroutine();
   }
   void cancel() noexcept {
     // Re-file at a past deadline: it completes through the ordinary expiry at the next advance.
-    if (loop_ != nullptr && scheduled()) loop_->timers().reschedule(*this, clock::time_point::min());
+    if (loop_ != nullptr && scheduled()) detail::reschedule_timer(*loop_, *this, clock::time_point::min());
   }
   void result() const noexcept {}
 
  private:
   static void on_expire(timer::timer_node& n) noexcept {
     auto& self = static_cast<sleep_operation&>(n);
-    self.loop_->post_expired(self.expired_, self.continuation_);  // resumed right after advance
+    detail::post_expired(*self.loop_, self.expired_, self.continuation_);  // resumed right after advance
   }
 
   clock::time_point deadline_;
@@ -91,7 +72,7 @@ inline sleep_operation sleep_until(clock::time_point t) noexcept { return sleep_
 class yield_awaiter {
  public:
   bool await_ready() const noexcept { return false; }
-  void await_suspend(std::coroutine_handle<> h) noexcept { detail::current_loop().post(node_, h); }
+  void await_suspend(std::coroutine_handle<> h) noexcept { detail::post(detail::current_loop(), node_, h); }
   void await_resume() const noexcept {}
 
  private:

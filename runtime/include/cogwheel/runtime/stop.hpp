@@ -6,7 +6,6 @@
 #include <coroutine>
 
 #include <cogwheel/runtime/continuation.hpp>
-#include <cogwheel/runtime/detail/event_loop.hpp>
 
 namespace cogwheel {
 
@@ -28,11 +27,5 @@ class stop_requested_awaiter {
 };
 
 inline stop_requested_awaiter stop_requested() noexcept { return {}; }
-
-// Counters of the calling thread's loop (iterations, waits, completions, timers fired, ...).
-inline detail::loop_stats loop_stats() { return detail::current_loop().stats(); }
-
-// The calling thread's loop's pending timers.
-inline std::size_t pending_timers() { return detail::current_loop().timers().size(); }
 
 }  // namespace cogwheel

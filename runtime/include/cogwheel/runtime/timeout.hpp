@@ -26,11 +26,11 @@
 #include <utility>
 
 #include <cogwheel/runtime/deadline.hpp>
-#include <cogwheel/runtime/detail/event_loop.hpp>
+#include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/operation.hpp>
 #include <cogwheel/runtime/result.hpp>
-#include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/task.hpp>
+#include <cogwheel/runtime/time.hpp>
 #include <cogwheel/timer/node.hpp>
 
 namespace cogwheel {
@@ -92,7 +92,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   timeout_awaiter(timeout_awaiter&& o) noexcept
       : timer_node(&timeout_awaiter::on_expire), op_(std::move(o.op_)), at_(o.at_), deadline_(o.deadline_) {}
   ~timeout_awaiter() {
-    if (loop_ != nullptr) loop_->timers().cancel(*this);
+    if (loop_ != nullptr) detail::cancel_timer(*loop_, *this);
     deadline_waiter::unlink();  // not via deadline_: the deadline may be gone already
     if (parent_stop_ != nullptr) parent_stop_->detach(*this);
     // op_'s own destructor cancels and waits for it if it is still in flight.
@@ -117,7 +117,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
       on_deadline = &timeout_awaiter::on_deadline_thunk;
       deadline_->attach(*this);
     } else {
-      loop_->timers().schedule(*this, at_);
+      detail::schedule_timer(*loop_, *this, at_);
     }
     started_ = true;
     std::coroutine_handle<> next = op_.start(continuation(&timeout_awaiter::on_done, this));
@@ -157,7 +157,16 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
     fired_ = true;
     op_.cancel();
   }
-  static void on_expire(timer::timer_node& n) noexcept { static_cast<timeout_awaiter&>(n).fire(); }
+  // Deferred like every expiry: the timer callback only queues the awaiter into the loop's
+  // expired batch; the operation is cancelled when that batch runs, right after advance().
+  static void on_expire(timer::timer_node& n) noexcept {
+    auto& self = static_cast<timeout_awaiter&>(n);
+    post_expired(*self.loop_, self.expired_, continuation(&timeout_awaiter::fire_thunk, &self));
+  }
+  static std::coroutine_handle<> fire_thunk(void* p) noexcept {
+    static_cast<timeout_awaiter*>(p)->fire();
+    return std::noop_coroutine();
+  }
   static void on_deadline_thunk(deadline_waiter& w) noexcept { static_cast<timeout_awaiter&>(w).fire(); }
   static void on_parent_stop(cancel_hook& h) noexcept {
     auto& self = static_cast<timeout_awaiter&>(h);
@@ -168,7 +177,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   static std::coroutine_handle<> on_done(void* p) noexcept {
     auto& self = *static_cast<timeout_awaiter*>(p);
     self.done_ = true;
-    self.loop_->timers().cancel(self);
+    cancel_timer(*self.loop_, self);
     self.deadline_waiter::unlink();
     if (self.parent_stop_ != nullptr) {
       self.parent_stop_->detach(self);
@@ -183,6 +192,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   event_loop* loop_ = nullptr;
   stop_source* parent_stop_ = nullptr;
   std::coroutine_handle<> awaiting_;
+  ready_node expired_;  // queued in the expired batch between the timer firing and fire()
   bool started_ = false;
   bool fired_ = false;
   bool stopped_ = false;
@@ -210,7 +220,7 @@ template <class Op>
 template <class Op, class Rep, class Period>
 [[nodiscard]] auto with_timeout(Op&& op, std::chrono::duration<Rep, Period> d) {
   return with_deadline(std::forward<Op>(op),
-                       detail::saturating_add(detail::current_time(), detail::saturating_duration(d)));
+                       detail::saturating_add(now(), detail::saturating_duration(d)));
 }
 
 }  // namespace cogwheel

@@ -1,6 +1,7 @@
 // kernel_operation<Derived, R>: one SQE in flight on the current core's ring, as a cancellable
 // operation (see <cogwheel/runtime/operation.hpp>). Derived supplies
-//   void prepare(io_uring_sqe*)        fill in the SQE (user_data is set already)
+//   void prepare(io_uring_sqe*)        fill in the SQE (user_data is set already); defined in
+//                                      a source file, so that no public header needs liburing
 //   bool on_result(int res)            optional: false to keep going after re-preparing an SQE
 //                                      with resubmit() (e.g. write_all after a partial write)
 //   R make_result(int res)             the outcome for the awaiting coroutine
@@ -15,14 +16,12 @@
 // SQE (see fd_operations.hpp).
 #pragma once
 
-#include <liburing.h>
-
 #include <cassert>
 #include <coroutine>
 
 #include <cogwheel/io/detail/fd_operations.hpp>
 #include <cogwheel/runtime/continuation.hpp>
-#include <cogwheel/runtime/detail/event_loop.hpp>
+#include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/operation.hpp>
 
 namespace cogwheel::detail {
@@ -31,14 +30,14 @@ namespace cogwheel::detail {
 [[noreturn]] void abort_closed_on_other_thread() noexcept;
 
 template <class Derived, class R>
-class kernel_operation : public operation_base<Derived>, private io_completion, private fd_operation_link {
+class kernel_operation : public operation<Derived>, private io_completion, private fd_operation_link {
  public:
   explicit kernel_operation(fd_operations* owner = nullptr) noexcept : owner_(owner) {
     on_cqe = &kernel_operation::complete_thunk;
     on_close = &kernel_operation::close_thunk;
   }
   // Moves happen only before start (e.g. into a with_timeout awaiter).
-  kernel_operation(kernel_operation&& o) noexcept : operation_base<Derived>(std::move(o)), owner_(o.owner_) {
+  kernel_operation(kernel_operation&& o) noexcept : operation<Derived>(std::move(o)), owner_(o.owner_) {
     assert(!o.in_flight_);
     on_cqe = &kernel_operation::complete_thunk;
     on_close = &kernel_operation::close_thunk;
@@ -47,7 +46,7 @@ class kernel_operation : public operation_base<Derived>, private io_completion, 
     if (in_flight_) {
       continuation_ = {};        // nobody to resume: the frame is going away
       cancel_requested_ = true;  // and no follow-up SQE either
-      loop_->cancel_and_wait(*this, in_flight_);
+      detail::cancel_and_wait(*loop_, *this, in_flight_);
     }
     fd_operation_link::unlink();
   }
@@ -63,7 +62,7 @@ class kernel_operation : public operation_base<Derived>, private io_completion, 
   void cancel() noexcept {
     if (in_flight_ && !cancel_requested_) {
       cancel_requested_ = true;
-      loop_->cancel_async(*this);
+      detail::cancel_async(*loop_, *this);
     }
   }
 
@@ -71,7 +70,6 @@ class kernel_operation : public operation_base<Derived>, private io_completion, 
 
  protected:
   bool cancel_requested() const noexcept { return cancel_requested_; }
-  event_loop& loop() noexcept { return *loop_; }
   // For on_result() returning false: queue the next SQE of the same operation.
   void resubmit() { submit(); }
   bool on_result(int) noexcept { return true; }
@@ -80,7 +78,7 @@ class kernel_operation : public operation_base<Derived>, private io_completion, 
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
 
   void submit() {
-    io_uring_sqe* sqe = loop_->get_sqe(*this);
+    io_uring_sqe* sqe = detail::get_sqe(*loop_, *this);
     derived().prepare(sqe);
     in_flight_ = true;
   }
@@ -97,7 +95,7 @@ class kernel_operation : public operation_base<Derived>, private io_completion, 
   // The owner is closing: cancel, and no follow-up SQE may name its descriptor number again.
   static void close_thunk(fd_operation_link& l) noexcept {
     auto& self = static_cast<kernel_operation&>(l);
-    if (self.loop_ != event_loop::current()) abort_closed_on_other_thread();
+    if (self.loop_ != current_loop_if_any()) abort_closed_on_other_thread();
     self.cancel();
     self.cancel_requested_ = true;  // also when the completion is reaped but not yet dispatched
   }

@@ -18,22 +18,15 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
-#include <functional>
-#include <mutex>
 #include <vector>
 
+#include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/detail/ready_queue.hpp>
 #include <cogwheel/runtime/options.hpp>
+#include <cogwheel/runtime/stats.hpp>
 #include <cogwheel/timer/queue.hpp>
 
 namespace cogwheel::detail {
-
-// Base of everything that owns an in-flight SQE: its address is the SQE's user_data, and the
-// loop calls on_cqe for each of its completions. Owners outlive their final completion (their
-// destructors cancel and wait for it, see event_loop::cancel_and_wait).
-struct io_completion {
-  void (*on_cqe)(io_completion&, int res, unsigned flags) noexcept = nullptr;
-};
 
 // Something that outlives coroutine frames but holds loop resources (a listener's armed accept
 // SQE and back-off timer): the loop calls on_shutdown once, after destroying its coroutines and
@@ -60,18 +53,11 @@ class shutdown_hook {
   shutdown_hook* next_ = nullptr;
 };
 
-// Counters for metrics and tests.
-struct loop_stats {
-  std::uint64_t iterations = 0;
-  std::uint64_t waits = 0;           // iterations that blocked (or would have) in the kernel
-  std::uint64_t completions = 0;     // CQEs dispatched
-  std::uint64_t timers_fired = 0;
-  std::uint64_t sq_full_flushes = 0;  // get_sqe found the SQ full and submitted to make room
-  std::uint64_t cq_overflows = 0;     // reaps that found the kernel holding overflowed CQEs
-  std::uint64_t clock_jumps = 0;      // paused clock: jumps to the next deadline
-  std::uint64_t spawn_failures = 0;   // spawned tasks that ended with an exception
-  std::uint64_t timer_ns = 0;         // time inside the timer queue's advance() (only with
-                                      // runtime_options::measure_timer_work)
+// A spawned (detached) coroutine's link in its loop's list (in the frame's promise).
+struct spawned_link {
+  spawned_link* prev = nullptr;
+  spawned_link* next = nullptr;
+  std::coroutine_handle<> frame;
 };
 
 class event_loop {
@@ -149,8 +135,9 @@ class event_loop {
   // sleeps (whoever completes what the condition watches calls it).
   void nudge() noexcept { nudged_ = true; }
 
-  // Thread-safe: runs fn on this loop's thread during a coming iteration.
-  void post_remote(std::function<void()> fn);
+  // Thread-safe: m is delivered on this loop's thread during a coming iteration (or
+  // discarded when the loop is destroyed first). Wakes the loop only if no wake-up is pending.
+  void post_remote(remote_message& m) noexcept;
   // Thread-safe: makes run_until return after the current iteration.
   void request_stop();
   bool stop_requested() const noexcept { return stop_requested_; }
@@ -164,15 +151,9 @@ class event_loop {
   }
 
   // Spawned (detached) coroutines, destroyed at shutdown if still suspended.
-  struct spawned_link {
-    spawned_link* prev = nullptr;
-    spawned_link* next = nullptr;
-    std::coroutine_handle<> frame;
-  };
   void link_spawned(spawned_link& l) noexcept;
   void unlink_spawned(spawned_link& l) noexcept;
   bool has_spawned() const noexcept { return spawned_.next != &spawned_; }
-  spawned_link* last_spawned() noexcept { return spawned_.prev; }
   void note_spawn_failure() noexcept { ++stats_.spawn_failures; }
   // Destroys every spawned coroutine that is still suspended (their awaiters cancel their
   // timers and operations), then drops the ready queue.
@@ -229,14 +210,11 @@ class event_loop {
 
   int wake_fd_ = -1;
   wake_op wake_;
-  std::mutex inbox_mu_;
-  std::vector<std::function<void()>> inbox_;
+  // Messages from other threads: a lock-free stack (pushed by any thread, taken whole by this
+  // one and delivered in arrival order).
+  std::atomic<remote_message*> inbox_{nullptr};
   std::atomic<bool> wake_pending_{false};
   std::atomic<bool> remote_stop_{false};
 };
-
-// The calling thread's loop; terminates with a message when there is none (a cogwheel
-// awaitable used outside run()/runtime::run() is a programming error).
-event_loop& current_loop() noexcept;
 
 }  // namespace cogwheel::detail

@@ -1,0 +1,80 @@
+// The narrow interface through which cogwheel's public headers (awaiters, deadlines, socket
+// operations) reach the current core's loop without seeing it: event_loop is an opaque type
+// here. Its definition, the ring driver and the time driver, with <liburing.h>, stay in
+// runtime/src; each function below is one out-of-line call into them.
+//
+// Threading: every function acts on the loop of the calling thread (or the loop passed in,
+// which must be the calling thread's). Nothing here is for other threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/ready_queue.hpp>
+#include <cogwheel/timer/node.hpp>
+
+struct io_uring_sqe;
+
+namespace cogwheel {
+
+using clock = std::chrono::steady_clock;
+
+namespace detail {
+
+class event_loop;
+
+// The calling thread's loop; terminates with a message when there is none (a cogwheel
+// awaitable used outside run()/runtime::run() is a programming error).
+event_loop& current_loop() noexcept;
+// The calling thread's loop, or nullptr.
+event_loop* current_loop_if_any() noexcept;
+
+// --- time (the loop's time driver) ---
+// The timestamp of the loop's current iteration (the one clock read; virtual when paused).
+clock::time_point loop_now(event_loop& loop) noexcept;
+// The time a new deadline counts from: clock::now(), or the virtual time of a paused clock.
+clock::time_point current_time() noexcept;
+void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at);
+void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at);
+void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept;
+// For timer callbacks: c joins this iteration's expired batch, resumed in full right after the
+// timer queue's advance() (which therefore does only timer work).
+void post_expired(event_loop& loop, ready_node& node, continuation c) noexcept;
+
+// --- ready queue ---
+// c runs in a coming iteration; `node` lives in the waiter (no allocation).
+void post(event_loop& loop, ready_node& node, continuation c) noexcept;
+
+// --- ring (the loop's I/O driver) ---
+// Base of everything that owns an in-flight SQE: its address is the SQE's user_data, and the
+// loop calls on_cqe for each of its completions. Owners outlive their final completion (their
+// destructors cancel and wait for it, see cancel_and_wait).
+struct io_completion {
+  void (*on_cqe)(io_completion&, int res, unsigned flags) noexcept = nullptr;
+};
+// A free SQE whose user_data is &op; never null (a full SQ is submitted to make room).
+io_uring_sqe* get_sqe(event_loop& loop, io_completion& op);
+// Asks the kernel to cancel op's SQE; op's completion arrives later as usual.
+void cancel_async(event_loop& loop, io_completion& op);
+// Asks the kernel to cancel op's SQE and blocks until op's final completion has been
+// dispatched to op (`in_flight` false). For destructors of awaiters whose frame is going away.
+void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight);
+
+// --- other cores (thread-safe) ---
+// A message to another core's loop, intrusive: it lives in whoever sends it (nothing is
+// allocated to post it). Exactly one of deliver (on the target loop's thread, in a coming
+// iteration) or discard (the target loop shut down first; on whichever thread destroys it) is
+// called, once.
+struct remote_message {
+  void (*deliver)(remote_message&) noexcept = nullptr;
+  void (*discard)(remote_message&) noexcept = nullptr;
+  remote_message* next = nullptr;
+};
+// Thread-safe: queues m on `target` and wakes it if it sleeps (one wake-up per burst).
+void post_remote(event_loop& target, remote_message& m) noexcept;
+// The loop of `core` in the calling thread's runtime (this loop under run()); nullptr if none.
+event_loop* peer_loop(unsigned core) noexcept;
+
+}  // namespace detail
+}  // namespace cogwheel

@@ -1,0 +1,34 @@
+// What a core's loop counts, for metrics and tests: loop_stats() and pending_timers() of the
+// calling thread's loop.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cogwheel {
+
+namespace detail {
+struct loop_stats {
+  std::uint64_t iterations = 0;
+  std::uint64_t waits = 0;            // iterations that blocked (or would have) in the kernel
+  std::uint64_t completions = 0;      // CQEs dispatched
+  std::uint64_t timers_fired = 0;
+  std::uint64_t sq_full_flushes = 0;  // get_sqe found the SQ full and submitted to make room
+  std::uint64_t cq_overflows = 0;     // reaps that found the kernel holding overflowed CQEs
+  std::uint64_t clock_jumps = 0;      // paused clock: jumps to the next deadline
+  std::uint64_t spawn_failures = 0;   // spawned tasks that ended with an exception
+  std::uint64_t timer_ns = 0;         // time inside the timer queue's advance() alone (only
+                                      // with runtime_options::measure_timer_work); expired
+                                      // waiters are resumed after it, outside this count
+};
+}  // namespace detail
+
+using loop_counters = detail::loop_stats;
+
+// Counters of the calling thread's loop. Precondition: called on a cogwheel loop thread.
+loop_counters loop_stats();
+
+// Timers pending in the calling thread's loop's queue.
+std::size_t pending_timers();
+
+}  // namespace cogwheel

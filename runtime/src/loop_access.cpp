@@ -1,0 +1,78 @@
+// The out-of-line side of <cogwheel/runtime/detail/loop_access.hpp> and <cogwheel/runtime/stats.hpp>:
+// what public headers may ask of the calling thread's loop.
+#include <cogwheel/runtime/detail/loop_access.hpp>
+#include <cogwheel/runtime/stats.hpp>
+#include <cogwheel/runtime/run.hpp>
+#include <cogwheel/runtime/time.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "event_loop.hpp"
+
+namespace cogwheel {
+
+namespace detail {
+
+event_loop& current_loop() noexcept {
+  event_loop* loop = event_loop::current();
+  if (loop == nullptr) {
+    std::fputs("cogwheel: an awaitable was used on a thread that runs no cogwheel loop "
+               "(call it from inside cogwheel::run() or runtime::run())\n",
+               stderr);
+    std::abort();
+  }
+  return *loop;
+}
+
+event_loop* current_loop_if_any() noexcept { return event_loop::current(); }
+
+clock::time_point loop_now(event_loop& loop) noexcept { return loop.now(); }
+
+clock::time_point current_time() noexcept {
+  event_loop* loop = event_loop::current();
+  if (loop != nullptr && loop->paused_clock()) return loop->now();
+  return clock::now();
+}
+
+void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) { loop.timers().schedule(n, at); }
+void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) {
+  loop.timers().reschedule(n, at);
+}
+void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept { loop.timers().cancel(n); }
+void post_expired(event_loop& loop, ready_node& node, continuation c) noexcept { loop.post_expired(node, c); }
+void post(event_loop& loop, ready_node& node, continuation c) noexcept { loop.post(node, c); }
+
+io_uring_sqe* get_sqe(event_loop& loop, io_completion& op) { return loop.get_sqe(op); }
+void cancel_async(event_loop& loop, io_completion& op) { loop.cancel_async(op); }
+void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight) { loop.cancel_and_wait(op, in_flight); }
+
+void post_remote(event_loop& target, remote_message& m) noexcept { target.post_remote(m); }
+event_loop* peer_loop(unsigned core) noexcept { return current_loop().peer(core); }
+
+}  // namespace detail
+
+clock::time_point now() noexcept { return detail::current_time(); }
+
+loop_counters loop_stats() { return detail::current_loop().stats(); }
+std::size_t pending_timers() { return detail::current_loop().timers().size(); }
+
+}  // namespace cogwheel
+
+namespace cogwheel::detail {
+
+loop_owner::loop_owner(const runtime_options& options) : loop_(new event_loop(options, 0)) {}
+loop_owner::~loop_owner() { delete loop_; }
+
+std::coroutine_handle<> loop_owner::finished(void* flag) noexcept {
+  *static_cast<bool*>(flag) = true;
+  current_loop().nudge();
+  return std::noop_coroutine();
+}
+
+void loop_owner::run_until(const bool& done) {
+  loop_->run_until([&] { return done; });
+  loop_->destroy_spawned();
+}
+
+}  // namespace cogwheel::detail
