@@ -105,11 +105,17 @@ result<socket_address> tcp_stream::peer_address() const noexcept {
 }
 
 tcp_listener::tcp_listener() noexcept = default;
-tcp_listener::tcp_listener(tcp_listener&&) noexcept = default;
-tcp_listener& tcp_listener::operator=(tcp_listener&&) noexcept = default;
-tcp_listener::~tcp_listener() = default;
+tcp_listener::tcp_listener(tcp_listener&& o) noexcept : acceptor_(std::exchange(o.acceptor_, nullptr)) {}
+tcp_listener& tcp_listener::operator=(tcp_listener&& o) noexcept {
+  if (this != &o) {
+    close();
+    acceptor_ = std::exchange(o.acceptor_, nullptr);
+  }
+  return *this;
+}
+tcp_listener::~tcp_listener() { close(); }
 
-void tcp_listener::close() noexcept { acceptor_.reset(); }
+void tcp_listener::close() noexcept { delete std::exchange(acceptor_, nullptr); }
 
 int tcp_listener::native_handle() const noexcept { return acceptor_ ? acceptor_->fd() : -1; }
 
@@ -126,7 +132,7 @@ result<tcp_listener> tcp_listener::bind(const socket_address& at, listen_options
   if (::bind(fd, at.data(), at.size()) != 0) return fail(errno);
   if (::listen(fd, options.backlog) != 0) return fail(errno);
   tcp_listener l;
-  l.acceptor_ = std::make_unique<detail::acceptor>(fd, options.max_unclaimed);
+  l.acceptor_ = new detail::acceptor(fd, options.max_unclaimed);
   return l;
 }
 

@@ -56,7 +56,36 @@ void abort_bad_core(unsigned core) noexcept {
 
 unsigned this_core() noexcept { return detail::current_loop().core(); }
 
-runtime::runtime(runtime_options options) : options_(options) {
+struct runtime::state {
+  explicit state(runtime* owner, runtime_options o);
+  ~state();
+  void stop() noexcept;
+  void run(core_main_ref per_core_main);
+  void core_main(unsigned core, core_main_ref per_core_main);
+  void core_finished() noexcept;
+  void fail(std::exception_ptr e) noexcept;
+
+  runtime* owner;  // what the signal handler stops
+  runtime_options options_;
+  unsigned cores_;
+  // Core i's loop while run() runs (null before it exists and after run()); atomics because
+  // stop() may read them from any thread or a signal handler. The array itself lives as long
+  // as the runtime.
+  std::atomic<detail::event_loop*>* loops_;
+  std::atomic<unsigned> running_{0};     // cores whose work has not finished yet
+  std::atomic<unsigned> stop_calls_{0};  // stop() calls using loops_ right now
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> failed_{false};  // the first failure claims error_; read after the joins
+  std::exception_ptr error_;
+};
+
+runtime::runtime(runtime_options options) : state_(new state(this, options)) {}
+runtime::~runtime() { delete state_; }
+void runtime::stop() noexcept { state_->stop(); }
+unsigned runtime::cores() const noexcept { return state_->cores_; }
+void runtime::run_cores(core_main_ref per_core_main) { state_->run(per_core_main); }
+
+runtime::state::state(runtime* o, runtime_options options) : owner(o), options_(options) {
   cores_ = options_.cores;
   if (cores_ == 0) {
     const unsigned hw = std::thread::hardware_concurrency();
@@ -68,13 +97,13 @@ runtime::runtime(runtime_options options) : options_(options) {
   for (unsigned i = 0; i < cores_; ++i) loops_[i].store(nullptr);
 }
 
-runtime::~runtime() {
-  runtime* self = this;
+runtime::state::~state() {
+  runtime* self = owner;
   signal_target.compare_exchange_strong(self, nullptr);
   delete[] loops_;
 }
 
-void runtime::stop() noexcept {
+void runtime::state::stop() noexcept {
   stopping_.store(true);
   // Counted while it uses the loops: run() waits for it before destroying them.
   stop_calls_.fetch_add(1);
@@ -83,16 +112,16 @@ void runtime::stop() noexcept {
   stop_calls_.fetch_sub(1);
 }
 
-void runtime::fail(std::exception_ptr e) noexcept {
+void runtime::state::fail(std::exception_ptr e) noexcept {
   if (!failed_.exchange(true)) error_ = e;
   stop();
 }
 
-void runtime::core_finished() noexcept {
+void runtime::state::core_finished() noexcept {
   if (running_.fetch_sub(1) == 1) stop();
 }
 
-void runtime::run_cores(core_main_ref per_core_main) {
+void runtime::state::run(core_main_ref per_core_main) {
   std::vector<std::unique_ptr<detail::event_loop>> owned(cores_);
   running_.store(cores_);
   // stopping_ is not cleared here: a stop() that came before run(), or while it starts its
@@ -102,7 +131,7 @@ void runtime::run_cores(core_main_ref per_core_main) {
   failed_.store(false);
   struct sigaction old_int {}, old_term {};
   if (options_.stop_on_signals) {
-    signal_target.store(this);
+    signal_target.store(owner);
     struct sigaction sa {};
     sa.sa_handler = &on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -142,7 +171,7 @@ void runtime::run_cores(core_main_ref per_core_main) {
   }
   for (std::thread& t : threads) t.join();
   if (options_.stop_on_signals) {
-    runtime* self = this;
+    runtime* self = owner;
     signal_target.compare_exchange_strong(self, nullptr);
     ::sigaction(SIGINT, &old_int, nullptr);  // the handlers the program had before run()
     ::sigaction(SIGTERM, &old_term, nullptr);
@@ -156,7 +185,7 @@ void runtime::run_cores(core_main_ref per_core_main) {
   if (error_) std::rethrow_exception(error_);
 }
 
-void runtime::core_main(unsigned core, core_main_ref per_core_main) {
+void runtime::state::core_main(unsigned core, core_main_ref per_core_main) {
   detail::event_loop& loop = *loops_[core].load();
   task<void> main = per_core_main.call(per_core_main.fn, core);
   bool done = false;

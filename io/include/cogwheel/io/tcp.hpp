@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <utility>
 
@@ -257,14 +256,14 @@ class tcp_listener {
   static cogwheel::result<tcp_listener> bind(const socket_address& at, listen_options options = {});
 
   // awaitable<cogwheel::result<tcp_stream>>
-  detail::accept_operation accept() noexcept { return detail::accept_operation(acceptor_.get()); }
+  detail::accept_operation accept() noexcept { return detail::accept_operation(acceptor_); }
 
   socket_address local_address() const;
   int native_handle() const noexcept;
   void close() noexcept;
 
  private:
-  std::unique_ptr<detail::acceptor> acceptor_;
+  detail::acceptor* acceptor_ = nullptr;  // owned; on the heap so its address survives moves
 };
 
 }  // namespace cogwheel

@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include <cogwheel/timer/queue.hpp>
+#include <cogwheel/timer/kind.hpp>
 
 namespace cogwheel {
 

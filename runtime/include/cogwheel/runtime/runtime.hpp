@@ -3,7 +3,6 @@
 // other loop's inbox and wakes it through the eventfd its ring keeps a read armed on.
 #pragma once
 
-#include <atomic>
 #include <coroutine>
 #include <cstddef>
 #include <exception>
@@ -46,30 +45,18 @@ class runtime {
   // tasks if it comes before them). Each run() consumes the stops made up to its return.
   void stop() noexcept;
 
-  unsigned cores() const noexcept { return cores_; }
+  unsigned cores() const noexcept;
 
- private:
   // A borrowed per-core main (run() blocks until every core is done with it).
   struct core_main_ref {
     void* fn;
     task<void> (*call)(void* fn, unsigned core);
   };
-  void run_cores(core_main_ref per_core_main);
-  void core_main(unsigned core, core_main_ref per_core_main);
-  void core_finished() noexcept;
-  void fail(std::exception_ptr e) noexcept;
 
-  runtime_options options_;
-  unsigned cores_;
-  // Core i's loop while run() runs (null before it exists and after run()); atomics because
-  // stop() may read them from any thread or a signal handler. The array itself lives as long
-  // as the runtime.
-  std::atomic<detail::event_loop*>* loops_;  // new[]'d by the constructor
-  std::atomic<unsigned> running_{0};        // cores whose work has not finished yet
-  std::atomic<unsigned> stop_calls_{0};     // stop() calls using loops_ right now
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> failed_{false};  // the first failure claims error_; read after the joins
-  std::exception_ptr error_;
+ private:
+  struct state;  // runtime/src/runtime.cpp: the loops, the threads' bookkeeping, stop flags
+  void run_cores(core_main_ref per_core_main);
+  state* state_;
 };
 
 // The index of the core the caller runs on (0 under run()).
@@ -106,7 +93,9 @@ struct submit_state {
   }
 
   void release() noexcept {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    // The compiler's atomic builtin (what std::atomic is made of), so that this public header
+    // need not pull in <atomic>.
+    if (__atomic_fetch_sub(&refs, 1, __ATOMIC_ACQ_REL) == 1) delete this;
   }
   // On the target core: the outcome goes home (the chain's reference travels with it).
   void send_reply() noexcept { post_remote(*home, reply); }
@@ -130,7 +119,7 @@ struct submit_state {
     st.release();
   }
 
-  std::atomic<int> refs{2};
+  int refs = 2;  // atomic: touched only through __atomic builtins
   remote_message request;
   remote_message reply;
   F f;

@@ -8,7 +8,6 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
-#include <memory>
 #include <span>
 #include <tuple>
 #include <type_traits>
@@ -122,7 +121,14 @@ template <class T>
 class when_all_range_awaiter {
  public:
   explicit when_all_range_awaiter(std::vector<task<T>> tasks)
-      : stops_(tasks.size()), tasks_(std::move(tasks)), latch_(std::make_unique<when_all_latch>(tasks_.size())) {}
+      : stops_(tasks.size()), tasks_(std::move(tasks)), latch_(new when_all_latch(tasks_.size())) {}
+  when_all_range_awaiter(when_all_range_awaiter&& o) noexcept
+      : stops_(std::move(o.stops_)), tasks_(std::move(o.tasks_)), latch_(std::exchange(o.latch_, nullptr)) {}
+  when_all_range_awaiter& operator=(when_all_range_awaiter&&) = delete;
+  ~when_all_range_awaiter() {
+    tasks_.clear();  // suspended children first: they may still refer to the latch
+    delete latch_;
+  }
 
   bool await_ready() const noexcept { return tasks_.empty(); }
   template <class Promise>
@@ -157,7 +163,7 @@ class when_all_range_awaiter {
   // operation from its stop source.
   std::vector<stop_source> stops_;
   std::vector<task<T>> tasks_;
-  std::unique_ptr<when_all_latch> latch_;
+  when_all_latch* latch_;  // owned; on the heap so that its address survives moves
 };
 
 }  // namespace detail

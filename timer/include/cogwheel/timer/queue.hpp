@@ -5,11 +5,10 @@
 #include <variant>
 
 #include <cogwheel/timer/heap.hpp>
+#include <cogwheel/timer/kind.hpp>
 #include <cogwheel/timer/wheel.hpp>
 
 namespace cogwheel::timer {
-
-enum class timer_kind { wheel, heap };
 
 class timer_queue {
   template <class F>
