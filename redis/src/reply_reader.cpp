@@ -36,8 +36,12 @@ void* create_string(const redisReadTask* t, char* s, std::size_t n) {
   return r;
 }
 
+// The reader inside redisReaderGetReply on this thread (the object functions get no pointer
+// to it: hiredis 0.14 does not hand its privdata to the root task).
+thread_local reply_reader* parsing = nullptr;
+
 void* create_array(const redisReadTask* t, int n) {
-  auto* owner = static_cast<reply_reader*>(t->privdata);
+  reply_reader* owner = parsing;
   // hiredis 0.14 passes a long count through an int: negative or absurd counts are refused
   // here, before anything is allocated for them.
   if (n < 0 || static_cast<std::size_t>(n) > owner->max_elements()) {
@@ -81,7 +85,6 @@ void reply_reader::reset() {
   if (r_ != nullptr) redisReaderFree(r_);
   r_ = redisReaderCreateWithFunctions(&functions);
   if (r_ == nullptr) throw std::bad_alloc();
-  r_->privdata = this;
   refused_ = false;
 }
 
@@ -93,24 +96,27 @@ std::error_code reply_reader::feed(std::span<const char> bytes) {
   return {};
 }
 
-// An incomplete item stays unconsumed at r_->pos (hiredis consumes array headers as it goes,
-// a bulk string only once complete): if it is a bulk header announcing more than the bound,
-// waiting for its bytes would only grow the buffer.
+// An incomplete bulk string stays unconsumed from just after its '$' (hiredis consumes the
+// type byte and array headers as it goes, a bulk only once complete): if its header announces
+// more than the bound, waiting for its bytes would only grow the buffer.
 bool reply_reader::announces_too_much() const noexcept {
+  if (r_->rstack[r_->ridx].type != REDIS_REPLY_STRING) return false;
   const char* p = r_->buf + r_->pos;
   const char* end = r_->buf + r_->len;
-  if (p == end || *p != '$') return false;
   const void* cr = std::memchr(p, '\r', static_cast<std::size_t>(end - p));
-  if (cr == nullptr) return static_cast<std::size_t>(end - p) > 32;  // no header is that long
+  if (cr == nullptr) return static_cast<std::size_t>(end - p) > 32;  // no length is that long
   long long n = 0;
-  auto [last, ec] = std::from_chars(p + 1, static_cast<const char*>(cr), n);
+  auto [last, ec] = std::from_chars(p, static_cast<const char*>(cr), n);
   if (ec != std::errc()) return ec == std::errc::result_out_of_range;
   return n > 0 && static_cast<unsigned long long>(n) > max_bytes_;
 }
 
 result<std::optional<reply>> reply_reader::next() {
   void* obj = nullptr;
-  if (redisReaderGetReply(r_, &obj) != REDIS_OK) {
+  parsing = this;
+  const int status = redisReaderGetReply(r_, &obj);
+  parsing = nullptr;
+  if (status != REDIS_OK) {
     return make_error_code(refused_ ? error::reply_too_large : error::protocol_error);
   }
   if (obj == nullptr) {
