@@ -100,7 +100,7 @@ std::error_code reply_reader::feed(std::span<const char> bytes) {
 // type byte and array headers as it goes, a bulk only once complete): if its header announces
 // more than the bound, waiting for its bytes would only grow the buffer.
 bool reply_reader::announces_too_much() const noexcept {
-  if (r_->rstack[r_->ridx].type != REDIS_REPLY_STRING) return false;
+  if (r_->ridx < 0 || r_->rstack[r_->ridx].type != REDIS_REPLY_STRING) return false;  // -1: between replies
   const char* p = r_->buf + r_->pos;
   const char* end = r_->buf + r_->len;
   const void* cr = std::memchr(p, '\r', static_cast<std::size_t>(end - p));

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +63,12 @@ class redis_server {
     const std::string port = std::to_string(port_);
     pid_ = ::fork();
     if (pid_ == 0) {
+      // Dies with the test, even one that crashes; keeps the test's output pipes to itself.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int null = ::open("/dev/null", O_RDWR);
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
       ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--dir",
                dir_.c_str(), "--save", "", "--appendonly", aof_ ? "yes" : "no", "--appendfsync", "always",
                "--daemonize", "no", "--loglevel", "warning", "--logfile", "redis.log", static_cast<char*>(nullptr));
@@ -90,8 +98,9 @@ class redis_server {
         // Ready means it answers, not just accepts (the AOF may still be loading).
         const char ping[] = "PING\r\n";
         char buf[16] = {};
-        bool pong = ::write(fd, ping, sizeof ping - 1) > 0 && ::read(fd, buf, sizeof buf) > 0 &&
-                    std::string(buf).rfind("+PONG", 0) == 0;
+        const bool sent = ::write(fd, ping, sizeof ping - 1) > 0;
+        const ssize_t n = sent ? ::read(fd, buf, sizeof buf) : -1;
+        const bool pong = n > 0 && std::string(buf, static_cast<std::size_t>(n)).rfind("+PONG", 0) == 0;
         ::close(fd);
         if (pong) return true;
       } else {
