@@ -152,7 +152,7 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options o) {
       if (fields.size() / 4 == limit) continue;  // more may be due already
       for (std::size_t k : {2u, 3u}) {
         const std::int64_t next = int_of((*r)[k]);
-        if (next >= 0) wait_ms = std::min(wait_ms, std::max<std::int64_t>(next - now_ms, 0));
+        if (next >= 0) wait_ms = std::min(wait_ms, std::max<std::int64_t>(next - now_ms, 0) + o.coalesce.count());
       }
       if (hint_ms_ < now_ms + wait_ms) continue;  // announced while the claim was on its way
     }
