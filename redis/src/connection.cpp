@@ -1,4 +1,5 @@
 #include "connection.hpp"
+#include "parked.hpp"
 
 #include <sys/socket.h>
 
@@ -106,7 +107,7 @@ void connection::abandon(waiter& w) noexcept {
 }
 
 void connection::wake_writer() noexcept {
-  if (writer_idle_ != nullptr) writer_idle_->cancel();
+  wake(writer_idle_);
 }
 
 void connection::lose(std::error_code why) noexcept {
@@ -126,7 +127,7 @@ void connection::lose(std::error_code why) noexcept {
 void connection::close() noexcept {
   closing_ = true;
   lose(error::closed);
-  if (backoff_ != nullptr) backoff_->cancel();
+  wake(backoff_);
 }
 
 bool connection::route_message(const reply& r) {
@@ -196,9 +197,8 @@ task<void> connection::write_loop() {
   while (connected_) {
     if (out_.empty()) {
       sleep_operation idle(never);
-      writer_idle_ = &idle;
+      parked p(writer_idle_, idle);
       co_await idle;
-      writer_idle_ = nullptr;
       continue;
     }
     writing_.swap(out_);
@@ -243,10 +243,11 @@ task<void> connection::session(std::shared_ptr<connection> self) {
     if (got_reply_) backoff = options_.reconnect_initial;
     for (;;) {
       if (closing_) co_return;
-      sleep_operation pause = sleep_for(backoff);
-      backoff_ = &pause;
-      co_await pause;
-      backoff_ = nullptr;
+      {
+        sleep_operation pause = sleep_for(backoff);
+        parked p(backoff_, pause);
+        co_await pause;
+      }
       if (closing_) co_return;
       backoff = std::min(backoff * 2, options_.reconnect_max);
       if (co_await open()) break;

@@ -10,6 +10,7 @@
 #include <cogwheel/runtime/timeout.hpp>
 
 #include "delay_queue_scripts.hpp"
+#include "parked.hpp"
 
 namespace cogwheel::redis {
 
@@ -73,9 +74,7 @@ void delay_queue::stop() noexcept {
   wake();
 }
 
-void delay_queue::wake() noexcept {
-  if (idle_ != nullptr) idle_->cancel();
-}
+void delay_queue::wake() noexcept { detail::wake(idle_); }
 
 // A job became the earliest at `payload` (ms): wake the worker if it sleeps past it.
 void delay_queue::on_message(std::string_view payload) noexcept {
@@ -160,15 +159,13 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options o) {
     sleep_operation idle = sleep_for(std::chrono::milliseconds(wait_ms));
     // Waiting for a free slot, an earlier job changes nothing.
     sleeping_until_ms_ = running_ < o.concurrency ? now_ms + wait_ms : INT64_MIN;
-    idle_ = &idle;
+    detail::parked p(idle_, idle);
     co_await idle;
-    idle_ = nullptr;
   }
   while (running_ > 0) {
     sleep_operation idle = sleep_for(o.max_wait);
-    idle_ = &idle;
+    detail::parked p(idle_, idle);
     co_await idle;
-    idle_ = nullptr;
   }
   co_return result<void>();
 }

@@ -206,5 +206,19 @@ TEST_F(redis_client, a_stopped_server_times_commands_out_and_after_sigcont_the_c
   }());
 }
 
+TEST_F(redis_client, a_client_that_outlives_its_loop_is_closed_without_touching_destroyed_frames) {
+  redis::client kept;
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    kept = std::move(*c);
+    CO_ASSERT_OK(co_await kept.command("PING"));
+  }());
+  // The loop has destroyed the session, reader and writer frames; closing now must not wake
+  // their (gone) sleeps.
+  kept.close();
+  EXPECT_FALSE(kept.connected());
+}
+
 }  // namespace
 }  // namespace cogwheel::redis_test
