@@ -11,6 +11,7 @@
 // Medians over the rounds are printed as a Markdown table.
 //
 // Usage: delay_queue_bench [--pending=1000000] [--jobs=10000] [--seconds=5] [--rounds=3]
+//        [--verbose: INFO commandstats of each round on stderr]
 // Needs redis-server on PATH.
 #include <cogwheel/redis/delay_queue.hpp>
 
@@ -41,6 +42,7 @@ struct config {
   int seconds = 5;
   int rounds = 3;
   unsigned workers = 2;
+  bool verbose = false;
 };
 
 std::int64_t wall_us() {
@@ -158,6 +160,15 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
     }
   });
   const double cpu1 = cpu_seconds(redis_pid);
+  if (cfg.verbose) {  // where the server's time went: calls and usec per command, then reset
+    run([&]() -> task<void> {
+      auto c = co_await redis::client::connect(options(port));
+      if (!c) co_return;
+      auto info = co_await c->command("INFO", "commandstats");
+      if (info) std::fprintf(stderr, "%.*s", static_cast<int>(info->str().size()), info->str().data());
+      (void)co_await c->command("CONFIG", "RESETSTAT");
+    }());
+  }
   std::vector<std::int64_t> all;
   for (auto& v : late) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());
@@ -181,8 +192,9 @@ int main(int argc, char** argv) {
     else if (a.rfind("--jobs=", 0) == 0) cfg.jobs = value("--jobs=");
     else if (a.rfind("--seconds=", 0) == 0) cfg.seconds = value("--seconds=");
     else if (a.rfind("--rounds=", 0) == 0) cfg.rounds = value("--rounds=");
+    else if (a == "--verbose") cfg.verbose = true;
     else {
-      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--verbose]\n", argv[0]);
       return 2;
     }
   }

@@ -98,9 +98,11 @@ task<void> delay_queue::run_job(job j, const handler_type& handler, const worker
     outcome = make_error_code(errc::operation_canceled);
   }
   if (outcome) {
-    const command_arg keys[] = {inflight_, payload_, attempts_};
-    const command_arg args[] = {j.id};
-    if (co_await ack_.run(*client_, keys, args)) ++stats_.acked;
+    acks_.push_back(std::move(j.id));
+    if (!acking_) {
+      acking_ = true;
+      spawn(flush_acks());
+    }
   } else {
     ++stats_.failed;
     const auto shift = std::min<std::int64_t>(j.attempt - 1, 30);
@@ -111,6 +113,25 @@ task<void> delay_queue::run_job(job j, const handler_type& handler, const worker
   }
   --running_;
   wake();  // the worker may be waiting for a free slot
+}
+
+// Acknowledges every job done so far in one script, again while more finished meanwhile. A
+// failed acknowledgement leaves those jobs in flight: they run again after their visibility
+// (at-least-once).
+task<void> delay_queue::flush_acks() {
+  const command_arg keys[] = {inflight_, payload_, attempts_};
+  std::vector<std::string> batch;
+  std::vector<command_arg> args;
+  while (!acks_.empty()) {
+    batch.swap(acks_);
+    args.assign(batch.begin(), batch.end());
+    auto r = co_await ack_.run(*client_, keys, args);
+    ++stats_.ack_batches;
+    if (r && r->is_integer()) stats_.acked += static_cast<std::uint64_t>(r->integer());
+    batch.clear();
+  }
+  acking_ = false;
+  wake();  // run() may be waiting for the last batch
 }
 
 task<result<void>> delay_queue::run(handler_type handler, worker_options o) {
@@ -162,7 +183,7 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options o) {
     detail::parked p(idle_, idle);
     co_await idle;
   }
-  while (running_ > 0) {
+  while (running_ > 0 || acking_) {
     sleep_operation idle = sleep_for(o.max_wait);
     detail::parked p(idle_, idle);
     co_await idle;

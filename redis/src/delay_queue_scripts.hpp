@@ -70,12 +70,17 @@ local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1)}
 )";
 
-// KEYS: inflight, payload, attempts. ARGV: id. -> 1 done, 0 it was no longer in flight.
+// KEYS: inflight, payload, attempts. ARGV: ids. -> how many were still in flight (and are done).
 inline constexpr const char* ack_lua = R"(
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
-return 1
+local n = 0
+for _, id in ipairs(ARGV) do
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    redis.call('HDEL', KEYS[2], id)
+    redis.call('HDEL', KEYS[3], id)
+    n = n + 1
+  end
+end
+return n
 )";
 
 // KEYS: due, inflight, dead. ARGV: id, retry_delay_ms, attempt, max_attempts, channel.

@@ -26,6 +26,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <cogwheel/io/address.hpp>
 #include <cogwheel/redis/client.hpp>
@@ -62,6 +63,7 @@ struct worker_stats {
   std::uint64_t claims = 0;          // claim scripts run
   std::uint64_t jobs = 0;            // jobs claimed
   std::uint64_t acked = 0;
+  std::uint64_t ack_batches = 0;     // acknowledgement scripts run (each for every job done since the last)
   std::uint64_t failed = 0;          // handler errors, exceptions and timeouts
   std::uint64_t woken_by_message = 0;
 };
@@ -90,6 +92,7 @@ class delay_queue {
 
  private:
   task<void> run_job(job j, const handler_type& handler, const worker_options& o, clock::time_point claimed_at);
+  task<void> flush_acks();
   void on_message(std::string_view payload) noexcept;
   void wake() noexcept;
 
@@ -99,6 +102,9 @@ class delay_queue {
   script schedule_, reschedule_, cancel_, claim_, ack_, fail_;
   bool stopping_ = false;
   unsigned running_ = 0;  // jobs started by run() not yet finished
+  // Jobs done, acknowledged together by one script while the previous batch is on its way.
+  std::vector<std::string> acks_;
+  bool acking_ = false;
   std::int64_t sleeping_until_ms_ = 0;  // Redis time the worker sleeps until
   std::int64_t hint_ms_ = INT64_MAX;    // earliest due time announced since the last claim
   sleep_operation* idle_ = nullptr;     // the worker's sleep

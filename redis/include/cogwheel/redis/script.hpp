@@ -1,6 +1,7 @@
 // script: a Lua script run by EVALSHA, falling back to EVAL when the server answers NOSCRIPT
 // (its script cache was flushed, or it restarted). The SHA1 is asked of the server once
-// (SCRIPT LOAD) on first use; EVAL also puts the script back into the server's cache.
+// (SCRIPT LOAD) on first use, and runs started while it loads use EVAL; EVAL also puts the
+// script back into the server's cache.
 //
 // Threading: a script object belongs to one core (it caches the SHA1 without a lock).
 #pragma once
@@ -29,6 +30,7 @@ class script {
  private:
   std::string source_;
   std::string sha1_;
+  bool loading_ = false;  // one SCRIPT LOAD at a time; runs started meanwhile use EVAL
 };
 
 }  // namespace cogwheel::redis
