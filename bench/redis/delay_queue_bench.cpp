@@ -1,0 +1,233 @@
+// delay_queue_bench: delayed jobs on a real redis-server (started here on a free port) with
+// `--pending` far-future jobs sitting in the same sorted set. Measures, in one run:
+//   schedule   jobs/s of delay_queue::schedule (EVALSHA), pipelined by 256 producer coroutines
+//   wheel      2 workers (2 cores) on delay_queue::run: each sleeps on its wheel until the next
+//              due time and is woken by Pub/Sub
+//   wheel+10ms the same with worker_options::coalesce = 10 ms (one claim per 10 ms of due jobs)
+//   polling    2 workers that run a claim script (ZRANGEBYSCORE + ZREM) every 100 ms
+// For each worker kind, --rounds rounds of --jobs jobs due evenly over --seconds: firing
+// lateness (handler start - due time) p50/p99/max, and Redis CPU per fired job (utime+stime of
+// the redis-server process from /proc/<pid>/stat over the round, which includes idle polls).
+// Medians over the rounds are printed as a Markdown table.
+//
+// Usage: delay_queue_bench [--pending=1000000] [--jobs=10000] [--seconds=5] [--rounds=3]
+//        [--verbose: INFO commandstats of each round on stderr]
+// Needs redis-server on PATH.
+#include <cogwheel/redis/delay_queue.hpp>
+
+#include <cogwheel/cogwheel.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "redis_server.hpp"
+
+namespace {
+
+using namespace cogwheel;
+using namespace std::chrono_literals;
+using redis::wall_clock;
+
+struct config {
+  int pending = 1'000'000;
+  int jobs = 10'000;
+  int seconds = 5;
+  int rounds = 3;
+  unsigned workers = 2;
+  bool verbose = false;
+};
+
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(wall_clock::now().time_since_epoch()).count();
+}
+
+// utime + stime of a process, in seconds.
+double cpu_seconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), {});
+  std::istringstream rest(s.substr(s.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+redis::client_options options(std::uint16_t port) {
+  redis::client_options o;
+  o.address = socket_address::ipv4_loopback(port);
+  return o;
+}
+
+// Schedules ids [from, from + n) due evenly over [start, start + spread), 256 at a time in
+// flight; returns jobs/s.
+double schedule_all(std::uint16_t port, const std::string& prefix, int n, wall_clock::time_point start,
+                    std::chrono::milliseconds spread) {
+  const auto t0 = clock::now();
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options(port));
+    if (!c) throw std::runtime_error("connect: " + c.error().message());
+    redis::delay_queue q(*c, "bench");
+    auto producer = [&](int first) -> task<void> {
+      for (int i = first; i < n; i += 256) {
+        auto r = co_await q.schedule(prefix + std::to_string(i), "payload", start + spread * i / n);
+        if (!r || !*r) std::fprintf(stderr, "schedule %d failed\n", i);
+      }
+    };
+    std::vector<task<void>> all;
+    for (int p = 0; p < 256; ++p) all.push_back(producer(p));
+    co_await when_all(std::move(all));
+  }());
+  return n / std::chrono::duration<double>(clock::now() - t0).count();
+}
+
+// The plain polling worker: every 100 ms, claim what is due (atomically, so two workers never
+// take the same job) and run it. It keeps no in-flight set: at-most-once, less work per job.
+constexpr const char* poll_claim_lua = R"(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, ARGV[1])
+local out = {}
+for i = 1, #due, 2 do
+  redis.call('ZREM', KEYS[1], due[i])
+  out[#out + 1] = due[i]
+  out[#out + 1] = due[i + 1]
+  out[#out + 1] = redis.call('HGET', KEYS[2], due[i]) or ''
+  redis.call('HDEL', KEYS[2], due[i])
+end
+return out
+)";
+
+struct round_result {
+  double p50_us, p99_us, max_us, redis_cpu_us_per_job;
+};
+
+// Runs `workers` cores until `jobs` jobs have fired; `polling` picks the worker kind.
+round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int kind, int round) {
+  const bool polling = kind == 2;
+  std::string prefix(1, "wcp"[kind]);
+  prefix.append(std::to_string(round)).push_back(':');
+  const auto start = wall_clock::now() + 1500ms;
+  schedule_all(port, prefix, cfg.jobs, start, std::chrono::seconds(cfg.seconds));
+  std::vector<std::vector<std::int64_t>> late(cfg.workers);
+  std::atomic<int> fired{0};
+  std::atomic<bool> done{false};
+  const double cpu0 = cpu_seconds(redis_pid);
+  runtime rt(runtime_options{.cores = cfg.workers});
+  rt.run([&](unsigned core) -> task<void> {
+    auto c = co_await redis::client::connect(options(port));
+    if (!c) co_return;
+    auto record = [&, core](std::int64_t due_ms) {
+      late[core].push_back(wall_us() - due_ms * 1000);
+      if (fired.fetch_add(1) + 1 >= cfg.jobs) done = true;
+    };
+    if (polling) {
+      redis::script claim(poll_claim_lua);
+      interval every(100ms);
+      const redis::command_arg keys[] = {"{bench}:due", "{bench}:payload"};
+      const redis::command_arg args[] = {1000};
+      while (!done) {
+        co_await every.next();
+        auto r = co_await claim.run(*c, keys, args);
+        if (!r || !r->is_array()) continue;
+        for (std::size_t i = 0; i + 2 < r->size(); i += 3) record(*(*r)[i + 1].to_integer());
+      }
+    } else {
+      redis::delay_queue q(*c, "bench");
+      redis::worker_options w;
+      w.address = socket_address::ipv4_loopback(port);
+      w.concurrency = 1000;
+      if (kind == 1) w.coalesce = 10ms;
+      auto handler = [&](const redis::job& j) -> task<result<void>> {
+        record(j.due_ms);
+        co_return result<void>();
+      };
+      auto watch = [&]() -> task<void> {
+        while (!done) co_await sleep_for(10ms);
+        q.stop();
+      };
+      co_await when_all(q.run(handler, w), watch());
+    }
+  });
+  const double cpu1 = cpu_seconds(redis_pid);
+  if (cfg.verbose) {  // where the server's time went: calls and usec per command, then reset
+    run([&]() -> task<void> {
+      auto c = co_await redis::client::connect(options(port));
+      if (!c) co_return;
+      auto info = co_await c->command("INFO", "commandstats");
+      if (info) std::fprintf(stderr, "%.*s", static_cast<int>(info->str().size()), info->str().data());
+      (void)co_await c->command("CONFIG", "RESETSTAT");
+    }());
+  }
+  std::vector<std::int64_t> all;
+  for (auto& v : late) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  auto at = [&](double q) { return static_cast<double>(all[std::min(all.size() - 1, static_cast<std::size_t>(q * all.size()))]); };
+  return {at(0.5), at(0.99), static_cast<double>(all.back()), (cpu1 - cpu0) * 1e6 / static_cast<double>(all.size())};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  config cfg;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* name) { return std::atoi(a.substr(std::string(name).size()).c_str()); };
+    if (a.rfind("--pending=", 0) == 0) cfg.pending = value("--pending=");
+    else if (a.rfind("--jobs=", 0) == 0) cfg.jobs = value("--jobs=");
+    else if (a.rfind("--seconds=", 0) == 0) cfg.seconds = value("--seconds=");
+    else if (a.rfind("--rounds=", 0) == 0) cfg.rounds = value("--rounds=");
+    else if (a == "--verbose") cfg.verbose = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--verbose]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!cogwheel::redis_test::redis_server_available()) {
+    std::fprintf(stderr, "redis-server is not installed\n");
+    return 77;
+  }
+  cogwheel::redis_test::redis_server server;
+  const double rate = schedule_all(server.port(), "pending:", cfg.pending, wall_clock::now() + 24h, 1h);
+  std::printf("scheduled %d pending jobs: %.0f jobs/s (EVALSHA, 256 in flight, one connection)\n", cfg.pending, rate);
+  std::printf("%d rounds of %d jobs due over %d s, %u workers, %d jobs pending\n\n", cfg.rounds, cfg.jobs,
+              cfg.seconds, cfg.workers, cfg.pending);
+  const char* names[] = {"wheel + Pub/Sub (delay_queue)", "the same, coalesce = 10 ms",
+                         "polling (ZRANGEBYSCORE every 100 ms)"};
+  std::vector<double> v[3][4];
+  for (int r = 0; r < cfg.rounds; ++r) {
+    for (int kind = 0; kind < 3; ++kind) {  // interleaved, so drift hits every kind alike
+      const round_result x = fire(cfg, server.pid(), server.port(), kind, r);
+      std::fprintf(stderr, "round %d %s: p50 %.0f us p99 %.0f us max %.0f us, redis %.2f us/job\n", r,
+                   names[kind], x.p50_us, x.p99_us, x.max_us, x.redis_cpu_us_per_job);
+      v[kind][0].push_back(x.p50_us);
+      v[kind][1].push_back(x.p99_us);
+      v[kind][2].push_back(x.max_us);
+      v[kind][3].push_back(x.redis_cpu_us_per_job);
+    }
+  }
+  std::printf("| worker | lateness p50 | p99 | max | Redis CPU per fired job |\n|---|---|---|---|---|\n");
+  for (int kind = 0; kind < 3; ++kind)
+    std::printf("| %s | %.2f ms | %.2f ms | %.2f ms | %.1f us |\n", names[kind], median(v[kind][0]) / 1e3,
+                median(v[kind][1]) / 1e3, median(v[kind][2]) / 1e3, median(v[kind][3]));
+  std::printf("\npolling / wheel: p50 lateness x%.1f, Redis CPU per job x%.2f\n",
+              median(v[2][0]) / median(v[0][0]), median(v[2][3]) / median(v[0][3]));
+  std::printf("polling / wheel+10ms: p50 lateness x%.1f, Redis CPU per job x%.2f\n",
+              median(v[2][0]) / median(v[1][0]), median(v[2][3]) / median(v[1][3]));
+  return 0;
+}

@@ -1,0 +1,93 @@
+// client: a Redis connection on one cogwheel core, pipelined.
+//
+//   auto c = co_await redis::client::connect({.address = addr});
+//   result<reply> r = co_await c->command("ZADD", key, score, member);
+//   auto r2 = co_await with_timeout(c->command("GET", key), 50ms);   // errc::timed_out
+//
+// Any number of commands may be in flight: each is encoded into the connection's output
+// buffer, a single writer coroutine sends whatever has accumulated in one write, and a single
+// reader coroutine parses replies (hiredis's reader) and hands them out in FIFO order.
+//
+// Failures: a RESP error reply is an error code of redis::error_category() (server_error,
+// wrong_type, no_script...); a broken connection fails every command in flight with
+// error::connection_lost (or protocol_error / reply_too_large when the server sent something
+// unacceptable) and the client reconnects in the background with exponential back-off; while it
+// is disconnected, commands fail at once with error::not_connected. Timeouts are the caller's
+// (with_timeout): a timed-out command's reply is discarded when it comes, the connection is kept.
+//
+// Threading: a client and its commands belong to the core that connected it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <cogwheel/io/address.hpp>
+#include <cogwheel/redis/command.hpp>
+#include <cogwheel/redis/error.hpp>
+#include <cogwheel/redis/reply.hpp>
+#include <cogwheel/runtime/task.hpp>
+
+namespace cogwheel::redis {
+
+struct client_options {
+  socket_address address;
+  std::chrono::milliseconds connect_timeout{2000};
+  // Back-off between reconnection attempts: doubles from initial to max; back to initial once
+  // a connection has delivered a reply.
+  std::chrono::milliseconds reconnect_initial{10};
+  std::chrono::milliseconds reconnect_max{2000};
+  // Bound of the reader's buffer: a reply (or a bulk string announced) larger than this is
+  // refused with error::reply_too_large before it is buffered, and the connection dropped.
+  std::size_t max_reply_bytes = 64u << 20;
+  std::size_t max_reply_elements = 1u << 24;
+  // Pub/Sub: channels subscribed on every (re)connection, and who receives their messages.
+  // A client with subscriptions should send no other commands (Redis allows few of them).
+  std::vector<std::string> subscriptions;
+  std::function<void(std::string_view channel, std::string_view message)> on_message;
+};
+
+struct client_stats {
+  std::uint64_t connects = 0;         // successful connections, the first included
+  std::uint64_t connect_failures = 0;
+  std::uint64_t discarded_replies = 0;  // replies of cancelled commands, read and dropped
+};
+
+class client {
+ public:
+  client() noexcept = default;
+  client(client&&) noexcept;
+  client& operator=(client&&) noexcept;
+  ~client();
+
+  // Connects once (failing with the connect error or errc::timed_out), then keeps the
+  // connection up in the background until close() or destruction.
+  static task<cogwheel::result<client>> connect(client_options options);
+
+  // awaitable<result<reply>>. Arguments: strings (viewed, see command_arg) and numbers.
+  template <class... Args>
+  command_operation<sizeof...(Args)> command(const Args&... args) noexcept {
+    return {conn_.get(), {command_arg(args)...}};
+  }
+  command_operation<std::dynamic_extent> command(std::span<const command_arg> args) noexcept {
+    return {conn_.get(), args};
+  }
+
+  bool connected() const noexcept;
+  client_stats stats() const noexcept;
+
+  // Fails every command in flight with error::closed and stops reconnecting. Idempotent.
+  void close() noexcept;
+
+ private:
+  explicit client(std::shared_ptr<detail::connection> c) noexcept : conn_(std::move(c)) {}
+  std::shared_ptr<detail::connection> conn_;
+};
+
+}  // namespace cogwheel::redis

@@ -1,0 +1,69 @@
+// reply: one RESP reply, owned. Built directly by hiredis's reader (through its object
+// functions), so a reply costs one allocation for the root plus its strings and element arrays.
+// RESP error replies never become a reply: the client returns them as error codes
+// (<cogwheel/redis/error.hpp>), except inside arrays (EXEC, scripts), where they are elements
+// of kind error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cogwheel::redis {
+
+class reply {
+ public:
+  enum class kind : std::uint8_t { nil, integer, string, status, error, array };
+
+  reply() noexcept = default;
+  static reply make_integer(long long v) {
+    reply r;
+    r.kind_ = kind::integer;
+    r.integer_ = v;
+    return r;
+  }
+  static reply make_string(kind k, std::string_view s) {
+    reply r;
+    r.kind_ = k;
+    r.str_ = s;
+    return r;
+  }
+  static reply make_array(std::size_t n) {
+    reply r;
+    r.kind_ = kind::array;
+    r.elements_.resize(n);
+    return r;
+  }
+
+  kind type() const noexcept { return kind_; }
+  bool is_nil() const noexcept { return kind_ == kind::nil; }
+  bool is_integer() const noexcept { return kind_ == kind::integer; }
+  bool is_string() const noexcept { return kind_ == kind::string; }
+  bool is_status() const noexcept { return kind_ == kind::status; }
+  bool is_error() const noexcept { return kind_ == kind::error; }
+  bool is_array() const noexcept { return kind_ == kind::array; }
+
+  // integer(): 0 unless is_integer(). str(): the bytes of a string, status or error, else empty.
+  long long integer() const noexcept { return integer_; }
+  std::string_view str() const noexcept { return str_; }
+  std::span<const reply> elements() const noexcept { return elements_; }
+  std::span<reply> elements() noexcept { return elements_; }
+  std::size_t size() const noexcept { return elements_.size(); }
+  const reply& operator[](std::size_t i) const { return elements_.at(i); }
+
+  // The integer of an integer reply, or of a string holding a decimal integer; else nothing.
+  std::optional<long long> to_integer() const noexcept;
+  // The number in a string or integer reply (ZSCORE, WITHSCORES); else nothing.
+  std::optional<double> to_double() const noexcept;
+
+ private:
+  kind kind_ = kind::nil;
+  long long integer_ = 0;
+  std::string str_;
+  std::vector<reply> elements_;
+};
+
+}  // namespace cogwheel::redis

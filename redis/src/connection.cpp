@@ -1,0 +1,270 @@
+#include "connection.hpp"
+#include "parked.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+#include <cogwheel/runtime/spawn.hpp>
+#include <cogwheel/runtime/timeout.hpp>
+#include <cogwheel/runtime/when_all.hpp>
+
+namespace cogwheel::redis::detail {
+
+namespace {
+
+constexpr clock::time_point never = clock::time_point::max();
+
+std::error_code code_of_error_reply(std::string_view text) noexcept {
+  auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+  if (starts("WRONGTYPE")) return error::wrong_type;
+  if (starts("NOSCRIPT")) return error::no_script;
+  if (starts("BUSY")) return error::busy;
+  if (starts("LOADING")) return error::loading;
+  return error::server_error;
+}
+
+void append_header(std::string& out, char kind, std::size_t n) {
+  char buf[24];
+  out.push_back(kind);
+  out.append(buf, static_cast<std::size_t>(std::to_chars(buf, buf + sizeof buf, n).ptr - buf));
+  out.append("\r\n", 2);
+}
+
+}  // namespace
+
+connection::connection(client_options options)
+    : options_(std::move(options)), reader_(options_.max_reply_bytes, options_.max_reply_elements) {}
+
+connection::~connection() {
+  // Only at loop teardown can waiters remain (their frames are being destroyed too): unlink
+  // them without resuming anyone.
+  while (head_ != nullptr) {
+    waiter* w = head_;
+    unlink(*w);
+    w->st = waiter::state::done;
+  }
+}
+
+void connection::encode(std::span<const command_arg> args) {
+  append_header(out_, '*', args.size());
+  for (const command_arg& a : args) {
+    const std::string_view v = a.view();
+    append_header(out_, '$', v.size());
+    out_.append(v);
+    out_.append("\r\n", 2);
+  }
+}
+
+std::coroutine_handle<> connection::submit(waiter& w, std::span<const command_arg> args,
+                                           cogwheel::detail::continuation c) {
+  if (!connected_) {
+    w.st = waiter::state::done;
+    w.outcome = make_error_code(closing_ ? error::closed : error::not_connected);
+    return c.complete();
+  }
+  encode(args);
+  w.done = c;
+  push(w);
+  wake_writer();
+  return std::noop_coroutine();
+}
+
+void connection::push(waiter& w) noexcept {
+  w.st = waiter::state::queued;
+  w.discards_before = std::exchange(trailing_discards_, 0);
+  w.next = nullptr;
+  w.prev = tail_;
+  if (tail_ != nullptr) tail_->next = &w; else head_ = &w;
+  tail_ = &w;
+}
+
+// w's reply, and the ones it was to skip, become discards of its successor.
+void connection::unlink(waiter& w) noexcept {
+  const std::uint32_t skip = w.discards_before + 1;
+  if (w.next != nullptr) w.next->discards_before += skip; else trailing_discards_ += skip;
+  (w.prev != nullptr ? w.prev->next : head_) = w.next;
+  (w.next != nullptr ? w.next->prev : tail_) = w.prev;
+  w.prev = w.next = nullptr;
+}
+
+void connection::finish_later(waiter& w, std::error_code outcome) noexcept {
+  w.st = waiter::state::done;
+  w.outcome = outcome;
+  w.later.start(w.done);
+}
+
+void connection::cancel(waiter& w) noexcept {
+  unlink(w);
+  finish_later(w, make_error_code(errc::operation_canceled));
+}
+
+void connection::abandon(waiter& w) noexcept {
+  unlink(w);
+  w.st = waiter::state::done;
+}
+
+void connection::wake_writer() noexcept {
+  wake(writer_idle_);
+}
+
+void connection::lose(std::error_code why) noexcept {
+  if (!connected_) return;
+  connected_ = false;
+  if (stream_.is_open()) ::shutdown(stream_.native_handle(), SHUT_RDWR);
+  while (head_ != nullptr) {
+    waiter& w = *head_;
+    unlink(w);
+    finish_later(w, why);
+  }
+  trailing_discards_ = 0;
+  out_.clear();
+  wake_writer();
+}
+
+void connection::close() noexcept {
+  closing_ = true;
+  lose(error::closed);
+  wake(backoff_);
+}
+
+bool connection::route_message(const reply& r) {
+  if (!options_.on_message || !r.is_array() || r.size() < 3) return false;
+  const std::string_view kind = r[0].str();
+  if (kind == "message" && r.size() == 3) {
+    options_.on_message(r[1].str(), r[2].str());
+    return true;
+  }
+  if (kind == "pmessage" && r.size() == 4) {
+    options_.on_message(r[2].str(), r[3].str());
+    return true;
+  }
+  return false;
+}
+
+void connection::dispatch(reply r) {
+  got_reply_ = true;
+  if (route_message(r)) return;
+  if (head_ == nullptr) {
+    if (trailing_discards_ == 0) return lose(error::unexpected_reply);
+    --trailing_discards_;
+    ++stats_.discarded_replies;
+    return;
+  }
+  if (head_->discards_before > 0) {
+    --head_->discards_before;
+    ++stats_.discarded_replies;
+    return;
+  }
+  waiter& w = *head_;
+  head_ = w.next;
+  (head_ != nullptr ? head_->prev : tail_) = nullptr;
+  w.next = nullptr;
+  w.st = waiter::state::done;
+  if (r.is_error()) w.outcome = code_of_error_reply(r.str()); else w.outcome = std::move(r);
+  // Inline: the waiter runs until its next suspension, then the reader goes on. The session
+  // frame holds a reference to *this, so whatever the waiter does, *this outlives this call.
+  w.done.complete().resume();
+}
+
+task<void> connection::read_loop() {
+  std::array<char, 16384> buf;
+  while (connected_) {
+    auto n = co_await stream_.read(std::as_writable_bytes(std::span(buf)));
+    if (!n || *n == 0) {
+      lose(n ? std::error_code(error::connection_lost) : n.error());
+      break;
+    }
+    if (std::error_code ec = reader_.feed(std::span<const char>(buf.data(), *n))) {
+      lose(ec);
+      break;
+    }
+    while (connected_) {
+      auto r = reader_.next();
+      if (!r) {
+        lose(r.error());
+        break;
+      }
+      if (!r->has_value()) break;
+      dispatch(std::move(**r));
+    }
+  }
+}
+
+task<void> connection::write_loop() {
+  while (connected_) {
+    if (out_.empty()) {
+      sleep_operation idle(never);
+      parked p(writer_idle_, idle);
+      co_await idle;
+      continue;
+    }
+    writing_.swap(out_);
+    auto r = co_await stream_.write_all(std::as_bytes(std::span(writing_.data(), writing_.size())));
+    writing_.clear();
+    if (!r) lose(r.error());
+  }
+}
+
+task<result<void>> connection::open() {
+  auto s = co_await with_timeout(tcp_stream::connect(options_.address), options_.connect_timeout);
+  if (!s) {
+    ++stats_.connect_failures;
+    co_return s.error();
+  }
+  stream_ = std::move(*s);
+  (void)stream_.set_nodelay(true);
+  reader_.reset();
+  connected_ = true;
+  got_reply_ = false;
+  ++stats_.connects;
+  for (const std::string& ch : options_.subscriptions) {
+    const std::array<command_arg, 2> args{command_arg("SUBSCRIBE"), command_arg(ch)};
+    encode(args);
+    ++trailing_discards_;  // the confirmation
+  }
+  co_return result<void>();
+}
+
+task<result<void>> connection::start() {
+  auto r = co_await open();
+  if (r) spawn(session(shared_from_this()));
+  co_return r;
+}
+
+task<void> connection::session(std::shared_ptr<connection> self) {
+  (void)self;  // held only to keep *this alive while the session runs
+  auto backoff = options_.reconnect_initial;
+  for (;;) {
+    co_await when_all(read_loop(), write_loop());
+    stream_.close();
+    if (got_reply_) backoff = options_.reconnect_initial;
+    for (;;) {
+      if (closing_) co_return;
+      {
+        sleep_operation pause = sleep_for(backoff);
+        parked p(backoff_, pause);
+        co_await pause;
+      }
+      if (closing_) co_return;
+      backoff = std::min(backoff * 2, options_.reconnect_max);
+      if (co_await open()) break;
+    }
+  }
+}
+
+std::coroutine_handle<> submit(connection* conn, waiter& w, std::span<const command_arg> args,
+                               cogwheel::detail::continuation c) {
+  if (conn == nullptr) {
+    w.st = waiter::state::done;
+    w.outcome = make_error_code(error::closed);
+    return c.complete();
+  }
+  return conn->submit(w, args, c);
+}
+void cancel_waiter(connection* conn, waiter& w) noexcept { conn->cancel(w); }
+void abandon(connection* conn, waiter& w) noexcept { conn->abandon(w); }
+
+}  // namespace cogwheel::redis::detail

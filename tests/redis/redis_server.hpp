@@ -1,0 +1,120 @@
+// A real redis-server for a test or a bench: started on a free loopback port with a temporary
+// directory (no RDB snapshots; AOF only when asked), stopped (SIGKILL + waitpid) and its
+// directory removed by the destructor, so also when a test fails. available() is false when
+// no redis-server binary is on PATH: the caller skips.
+#pragma once
+
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cogwheel::redis_test {
+
+inline bool redis_server_available() {
+  return std::system("command -v redis-server >/dev/null 2>&1") == 0;
+}
+
+// A port nobody listens on right now (bind to port 0, read it, close).
+inline std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+class redis_server {
+ public:
+  explicit redis_server(bool append_only = false) : port_(free_port()), aof_(append_only) {
+    char tmpl[] = "/tmp/cogwheel-redis-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    start();
+  }
+  redis_server(const redis_server&) = delete;
+  redis_server& operator=(const redis_server&) = delete;
+  ~redis_server() {
+    kill();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::uint16_t port() const noexcept { return port_; }
+  pid_t pid() const noexcept { return pid_; }
+  bool running() const noexcept { return pid_ > 0; }
+
+  // Starts (again, on the same port and directory: an AOF restart) and waits until it accepts.
+  bool start() {
+    const std::string port = std::to_string(port_);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Dies with the test, even one that crashes; keeps the test's output pipes to itself.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int null = ::open("/dev/null", O_RDWR);
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--dir",
+               dir_.c_str(), "--save", "", "--appendonly", aof_ ? "yes" : "no", "--appendfsync", "always",
+               "--daemonize", "no", "--loglevel", "warning", "--logfile", "redis.log", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return wait_ready();
+  }
+  void kill(int sig = SIGKILL) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGCONT);
+    ::kill(pid_, sig);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  void signal(int sig) const { ::kill(pid_, sig); }
+
+ private:
+  bool wait_ready() {
+    for (int i = 0; i < 500; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(port_);
+      const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      if (ok) {
+        // Ready means it answers, not just accepts (the AOF may still be loading).
+        const char ping[] = "PING\r\n";
+        char buf[16] = {};
+        const bool sent = ::write(fd, ping, sizeof ping - 1) > 0;
+        const ssize_t n = sent ? ::read(fd, buf, sizeof buf) : -1;
+        const bool pong = n > 0 && std::string(buf, static_cast<std::size_t>(n)).rfind("+PONG", 0) == 0;
+        ::close(fd);
+        if (pong) return true;
+      } else {
+        ::close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  std::uint16_t port_;
+  bool aof_;
+  std::string dir_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace cogwheel::redis_test
