@@ -59,7 +59,7 @@ void connection::encode(std::span<const command_arg> args) {
 }
 
 std::coroutine_handle<> connection::submit(waiter& w, std::span<const command_arg> args,
-                                           cogwheel::detail::continuation c) {
+                                           cogwheel::continuation c) {
   if (!connected_) {
     w.st = waiter::state::done;
     w.outcome = make_error_code(closing_ ? error::closed : error::not_connected);
@@ -256,7 +256,7 @@ task<void> connection::session(std::shared_ptr<connection> self) {
 }
 
 std::coroutine_handle<> submit(connection* conn, waiter& w, std::span<const command_arg> args,
-                               cogwheel::detail::continuation c) {
+                               cogwheel::continuation c) {
   if (conn == nullptr) {
     w.st = waiter::state::done;
     w.outcome = make_error_code(error::closed);

@@ -39,7 +39,7 @@ class connection : public std::enable_shared_from_this<connection> {
   task<result<void>> start();
   void close() noexcept;
 
-  std::coroutine_handle<> submit(waiter& w, std::span<const command_arg> args, cogwheel::detail::continuation c);
+  std::coroutine_handle<> submit(waiter& w, std::span<const command_arg> args, cogwheel::continuation c);
   void cancel(waiter& w) noexcept;
   void abandon(waiter& w) noexcept;
 

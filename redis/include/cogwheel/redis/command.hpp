@@ -77,7 +77,7 @@ struct waiter {
   // Replies of cancelled commands that arrive before this one's; discarded on arrival.
   std::uint32_t discards_before = 0;
   state st = state::idle;
-  cogwheel::detail::continuation done;
+  cogwheel::continuation done;
   cogwheel::result<reply> outcome;
   // Completes the command at the next loop iteration when it is finished from outside its
   // reply (cancelled, connection lost): an operation never completes from inside cancel().
@@ -87,7 +87,7 @@ struct waiter {
 // The connection's side of command_operation (src/connection.cpp). conn may be null (a client
 // that was closed or moved from): submit then fails at once with error::closed.
 std::coroutine_handle<> submit(connection* conn, waiter& w, std::span<const command_arg> args,
-                               cogwheel::detail::continuation c);
+                               cogwheel::continuation c);
 void cancel_waiter(connection* conn, waiter& w) noexcept;
 void abandon(connection* conn, waiter& w) noexcept;
 
@@ -96,7 +96,7 @@ void abandon(connection* conn, waiter& w) noexcept;
 // N arguments held by value (std::dynamic_extent: a span of arguments, which must outlive the
 // start of the operation).
 template <std::size_t N>
-class command_operation : public cogwheel::detail::operation_base<command_operation<N>> {
+class command_operation : public cogwheel::operation<command_operation<N>> {
   using storage = std::conditional_t<N == std::dynamic_extent, std::span<const command_arg>,
                                      std::array<command_arg, N == std::dynamic_extent ? 0 : N>>;
 
@@ -104,12 +104,12 @@ class command_operation : public cogwheel::detail::operation_base<command_operat
   command_operation(detail::connection* c, storage args) noexcept : conn_(c), args_(args) {}
   // Moves happen before start (with_timeout takes the operation by value).
   command_operation(command_operation&& o) noexcept
-      : cogwheel::detail::operation_base<command_operation>(std::move(o)), conn_(o.conn_), args_(o.args_) {}
+      : cogwheel::operation<command_operation>(std::move(o)), conn_(o.conn_), args_(o.args_) {}
   ~command_operation() {
     if (w_.st == detail::waiter::state::queued) detail::abandon(conn_, w_);
   }
 
-  std::coroutine_handle<> start(cogwheel::detail::continuation c) {
+  std::coroutine_handle<> start(cogwheel::continuation c) {
     return detail::submit(conn_, w_, std::span<const command_arg>(args_), c);
   }
   void cancel() noexcept {
