@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -56,12 +55,8 @@ unsigned round_up_pow2(unsigned v) {
 
 event_loop::event_loop(const runtime_options& options, unsigned core)
     : core_(core),
-      paused_(options.paused_clock),
-      measure_timers_(options.measure_timer_work),
       ready_budget_(options.ready_budget == 0 ? 1 : options.ready_budget),
-      timers_(options.timers, options.tick, clock::now()),
-      now_(clock::now()),
-      virtual_now_(now_) {
+      time_(options) {
   if (current_ != nullptr)
     throw std::logic_error("cogwheel: this thread already runs a loop (nested run()?)");
   spawned_.prev = spawned_.next = &spawned_;
@@ -123,10 +118,6 @@ event_loop::~event_loop() {
   }
   ::close(wake_fd_);
   io_uring_queue_exit(&ring_);
-}
-
-clock::time_point event_loop::read_clock() const noexcept {
-  return paused_ ? virtual_now_ : clock::now();
 }
 
 io_uring_sqe* event_loop::get_sqe() {
@@ -219,16 +210,9 @@ void event_loop::dispatch(const cqe_copy& c) noexcept {
 }
 
 void event_loop::run_once() {
-  now_ = read_clock();
   ++stats_.iterations;
-  if (measure_timers_) {
-    const auto t0 = clock::now();  // a real clock even when the loop's is paused
-    stats_.timers_fired += timers_.advance(now_);
-    stats_.timer_ns += static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - t0).count());
-  } else {
-    stats_.timers_fired += timers_.advance(now_);
-  }
-  while (!expired_.empty()) expired_.pop().complete().resume();
+  time_.tick(stats_);
+  time_.run_expired();
   run_ready();
   wait_and_reap();
 }
@@ -241,29 +225,19 @@ void event_loop::run_ready() {
 }
 
 void event_loop::wait_and_reap() {
+  // How long to block: not at all while work is ready (or a stop, a nudge, set-aside
+  // completions wait); otherwise whatever the time driver allows. The kernel's wait is
+  // relative, so the time driver measures it from a fresh clock reading.
   __kernel_timespec ts{};  // zero: poll
   __kernel_timespec* timeout = &ts;
-  bool jump = false;
-  std::optional<clock::time_point> next;
   const bool nudged = std::exchange(nudged_, false);
   if (ready_.empty() && deferred_.empty() && !stop_requested_ && !nudged) {
-    next = timers_.next_deadline();
-    if (!next) {
+    const std::int64_t ns = time_.wait_ns();
+    if (ns < 0) {
       timeout = nullptr;  // nothing due ever: sleep until a completion
-    } else if (*next > now_) {
-      if (paused_) {
-        jump = true;  // poll I/O once; if nothing completes, only the timers can move on
-      } else {
-        // The kernel's wait is relative, so it is measured from a fresh reading rather than
-        // from the iteration's timestamp: otherwise the time this iteration spent resuming
-        // its expired batch and ready queue would be added to the sleep. The wheel still
-        // advances only to the one timestamp per iteration.
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(*next - clock::now()).count();
-        if (ns > 0) {
-          ts.tv_sec = ns / 1'000'000'000;
-          ts.tv_nsec = ns % 1'000'000'000;
-        }
-      }
+    } else {
+      ts.tv_sec = ns / 1'000'000'000;
+      ts.tv_nsec = ns % 1'000'000'000;
     }
   }
   const bool poll = timeout == &ts && ts.tv_sec == 0 && ts.tv_nsec == 0;
@@ -295,10 +269,7 @@ void event_loop::wait_and_reap() {
     dispatch(c);
   }
   reaped_.clear();
-  if (jump && !any && ready_.empty()) {
-    virtual_now_ = *next;
-    ++stats_.clock_jumps;
-  }
+  time_.after_wait(any || !ready_.empty(), stats_);
 }
 
 void event_loop::arm_wake() {
@@ -375,7 +346,7 @@ void event_loop::destroy_spawned() noexcept {
   // Destroying a frame unlinks it (the promise's destructor), and may destroy children whose
   // awaiters cancel timers and wait for in-flight operations.
   while (has_spawned()) spawned_.next->frame.destroy();
-  expired_.clear();
+  time_.clear_expired();
   ready_.clear();
 }
 

@@ -1,13 +1,16 @@
-// event_loop: one core's loop: an io_uring ring, a timer queue (wheel or heap) and a ready
-// queue, all owned by one thread. One iteration (run_once):
+// event_loop: one core's loop, owned by one thread. It is where the three rooms of the runtime
+// meet, once per iteration (run_once):
 //
-//   now = clock read, once             (or the virtual time of a paused clock)
-//   timers.advance(now)                expired sleepers resume in one batch
-//   resume up to ready_budget coroutines from the ready queue
-//   submit queued SQEs and wait in ONE call, bounded by the next deadline (zero when work is
-//   ready), then reap every available completion in one pass
+//   time driver   tick(): the clock read once, the timer queue advanced to it
+//                 run_expired(): every waiter whose timer expired resumes, in one batch
+//   tasks         up to ready_budget coroutines from the ready queue
+//   ring driver   submit queued SQEs and wait in ONE io_uring_enter, bounded by the time
+//                 driver's wait_ns() (zero when work is ready); reap every completion in one
+//                 pass and dispatch each to its owner
 //
 // Idle means asleep in io_uring_enter until a completion or the next deadline: no tick.
+// The time driver is time_driver.hpp; the ring driver (SQEs, completions, cancellation, the
+// cross-core inbox) is this class.
 //
 // Threading: everything here belongs to the loop's thread except post_remote() and
 // request_stop(), which any thread may call.
@@ -25,6 +28,8 @@
 #include <cogwheel/runtime/options.hpp>
 #include <cogwheel/runtime/stats.hpp>
 #include <cogwheel/timer/queue.hpp>
+
+#include "time_driver.hpp"
 
 namespace cogwheel::detail {
 
@@ -89,10 +94,11 @@ class event_loop {
   }
   unsigned peer_count() const noexcept { return peers_ == nullptr ? 1 : peer_count_; }
   // The timestamp of this iteration (the one clock read).
-  clock::time_point now() const noexcept { return now_; }
-  timer::timer_queue& timers() noexcept { return timers_; }
+  clock::time_point now() const noexcept { return time_.now(); }
+  timer::timer_queue& timers() noexcept { return time_.timers(); }
+  time_driver& time() noexcept { return time_; }
   const loop_stats& stats() const noexcept { return stats_; }
-  bool paused_clock() const noexcept { return paused_; }
+  bool paused_clock() const noexcept { return time_.paused(); }
 
   // A free SQE; never null: when the SQ is full it submits what is queued and retries (the
   // completions that frees stay in the kernel's CQ, or are set aside if the kernel refuses with
@@ -120,7 +126,7 @@ class event_loop {
 
   // For timer callbacks: queues c into this iteration's expired batch, which the loop resumes
   // in full right after advancing the timers (so advance() itself does only timer work).
-  void post_expired(ready_node& node, continuation c) noexcept { expired_.push(node, c); }
+  void post_expired(ready_node& node, continuation c) noexcept { time_.post_expired(node, c); }
   // Queues c to complete in a coming iteration; `node` lives in the waiter (no allocation).
   // How an operation completes "later" when it cannot complete inside cancel().
   void post(ready_node& node, continuation c) noexcept { ready_.push(node, c); }
@@ -171,7 +177,6 @@ class event_loop {
     bool in_flight = false;
   };
 
-  clock::time_point read_clock() const noexcept;
   void run_ready();
   void wait_and_reap();
   // Moves every CQE the ring holds into `out` (flushing kernel-side overflow), consuming them.
@@ -190,14 +195,9 @@ class event_loop {
   unsigned core_;
   const std::atomic<event_loop*>* peers_ = nullptr;
   unsigned peer_count_ = 0;
-  bool paused_;
-  bool measure_timers_;
   unsigned ready_budget_;
   io_uring ring_{};
-  timer::timer_queue timers_;
-  clock::time_point now_;
-  clock::time_point virtual_now_;  // paused clock only
-  ready_queue expired_;  // resumed in full after each advance
+  time_driver time_;  // the clock, the timer queue, the expired batch, the wait bound
   ready_queue ready_;
   std::vector<cqe_copy> deferred_;  // completions set aside, dispatched first at the next reap
   std::vector<cqe_copy> reaped_;

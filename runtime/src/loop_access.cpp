@@ -31,8 +31,7 @@ clock::time_point loop_now(event_loop& loop) noexcept { return loop.now(); }
 
 clock::time_point current_time() noexcept {
   event_loop* loop = event_loop::current();
-  if (loop != nullptr && loop->paused_clock()) return loop->now();
-  return clock::now();
+  return loop != nullptr ? loop->time().current_time() : clock::now();
 }
 
 void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) { loop.timers().schedule(n, at); }

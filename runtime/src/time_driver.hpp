@@ -1,0 +1,65 @@
+// time_driver: one core's notion of time. It owns the clock (real, or virtual for a paused
+// clock), the timer queue (wheel or heap), the batch of waiters whose timers expired, and it
+// answers the one question the loop asks it before blocking: how long may I wait?
+//
+// Per iteration the loop calls, in this order:
+//   tick()          reads the clock once; the queue advances to that timestamp (only timer
+//                   work: callbacks queue their waiters into the expired batch)
+//   run_expired()   resumes the expired batch in full
+//   wait_ns()       the I/O driver's wait bound (or a poll), from the next deadline
+//   after_wait()    paused clock: nothing but timers can make progress, so time jumps to the
+//                   next deadline
+//
+// Threading: the loop's thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include <cogwheel/runtime/detail/ready_queue.hpp>
+#include <cogwheel/runtime/options.hpp>
+#include <cogwheel/runtime/stats.hpp>
+#include <cogwheel/timer/queue.hpp>
+
+namespace cogwheel::detail {
+
+class time_driver {
+ public:
+  explicit time_driver(const runtime_options& options);
+
+  // The timestamp of the current iteration (the one clock read).
+  clock::time_point now() const noexcept { return now_; }
+  // What a new deadline counts from: the real clock, or the virtual one when paused.
+  clock::time_point current_time() const noexcept { return paused_ ? now_ : clock::now(); }
+  bool paused() const noexcept { return paused_; }
+  timer::timer_queue& timers() noexcept { return timers_; }
+
+  // For timer callbacks: c joins this iteration's expired batch.
+  void post_expired(ready_node& node, continuation c) noexcept { expired_.push(node, c); }
+
+  // Reads the clock and advances the queue to it; counts into stats.
+  void tick(loop_stats& stats);
+  // Resumes every waiter of the expired batch (those it resumes may add more: all run).
+  void run_expired();
+  // How long the loop may block when it has nothing else to do: -1 until a completion (no
+  // timer pending), 0 a poll (something is due, or the clock is paused), else nanoseconds
+  // until the next deadline, measured from a fresh clock reading (the work of this iteration
+  // does not lengthen the sleep).
+  std::int64_t wait_ns() noexcept;
+  // After the I/O driver's wait: on a paused clock, if the wait was a poll that brought
+  // nothing and no work is ready, time jumps to the next deadline.
+  void after_wait(bool progress, loop_stats& stats) noexcept;
+  // Shutdown: drops the expired batch without resuming it.
+  void clear_expired() noexcept { expired_.clear(); }
+
+ private:
+  bool paused_;
+  bool measure_;
+  timer::timer_queue timers_;
+  clock::time_point now_;
+  clock::time_point virtual_now_;                  // paused clock only
+  std::optional<clock::time_point> jump_target_;  // set by wait_ns() on a paused clock
+  ready_queue expired_;
+};
+
+}  // namespace cogwheel::detail
