@@ -3,6 +3,7 @@
 #   <includedir>/cogwheel/...                  every module's include/ tree
 #   <libdir>/cmake/cogwheel/                   the find_package(cogwheel) package: targets
 #                                              cogwheel::timer, cogwheel::runtime, cogwheel::io
+#   <libdir>/pkgconfig/cogwheel.pc             the same libraries for pkg-config (as Meson's)
 # Included from the root CMakeLists.txt after the three modules are defined.
 include(CMakePackageConfigHelpers)
 
@@ -35,3 +36,8 @@ install(FILES
   ${PROJECT_BINARY_DIR}/cogwheelConfig.cmake
   ${PROJECT_BINARY_DIR}/cogwheelConfigVersion.cmake
   DESTINATION ${COGWHEEL_INSTALL_CMAKEDIR})
+
+# cogwheel.pc, like the one Meson generates: static libraries in link order, liburing as a
+# Requires (not .private) so that `pkg-config --libs cogwheel` links without --static.
+configure_file(${CMAKE_CURRENT_LIST_DIR}/cogwheel.pc.in ${PROJECT_BINARY_DIR}/cogwheel.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/cogwheel.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
