@@ -20,35 +20,13 @@
 
 #include <gtest/gtest.h>
 
-// ASSERT_* `return`s, which a coroutine cannot: these record the failure and co_return from a
-// task<void>.
-#define CO_ASSERT_TRUE(cond)                           \
-  do {                                                 \
-    if (!(cond)) {                                     \
-      ADD_FAILURE() << "expected true: " #cond;        \
-      co_return;                                       \
-    }                                                  \
-  } while (0)
-
-// `res` is a result<T>; on an error, reports it by message.
-#define CO_ASSERT_OK(res)                                                      \
-  do {                                                                         \
-    if (!(res)) {                                                              \
-      ADD_FAILURE() << #res " failed: " << (res).error().message();            \
-      co_return;                                                               \
-    }                                                                          \
-  } while (0)
+#include "../support/co_assert.hpp"
 
 namespace cogwheel::io_test {
 
 using namespace std::chrono_literals;
 
-// n times COGWHEEL_TEST_SCALE (CI sets 0.1 under sanitizers), at least 1.
-inline int scaled(int n) {
-  const char* s = std::getenv("COGWHEEL_TEST_SCALE");
-  const double scale = s != nullptr ? std::atof(s) : 1.0;
-  return std::max(1, static_cast<int>(n * (scale > 0 ? scale : 1.0)));
-}
+using test_support::scaled;
 
 // Byte i of a stream: changes with the position at every granularity, so a lost, duplicated or
 // reordered chunk of any size shows up at its first byte.

@@ -11,27 +11,11 @@
 #include <cogwheel/runtime/stats.hpp>
 #include <cogwheel/runtime/time.hpp>
 
-// ASSERT_* returns from the function, which a coroutine cannot do: in a task<void> body use
-// this, which records the failure and co_returns.
-#define CO_ASSERT_TRUE(cond)                         \
-  do {                                               \
-    if (!(cond)) {                                   \
-      ADD_FAILURE() << "Expected true: " #cond;      \
-      co_return;                                     \
-    }                                                \
-  } while (0)
+#include "../support/co_assert.hpp"
 
 namespace cogwheel::test {
 
-// COGWHEEL_TEST_SCALE (CI sets 0.1 for sanitizer builds) scales the big counts of stress tests;
-// never below `floor` so a scaled test still tests something.
-inline std::size_t scaled(std::size_t n, std::size_t floor = 1000) {
-  double scale = 1.0;
-  if (const char* s = std::getenv("COGWHEEL_TEST_SCALE")) scale = std::atof(s);
-  if (scale <= 0) scale = 1.0;
-  const auto v = static_cast<std::size_t>(static_cast<double>(n) * scale);
-  return v < floor ? (n < floor ? n : floor) : v;
-}
+using test_support::scaled;
 
 // Sets *flag when destroyed: proves a coroutine frame holding it was destroyed.
 class destroy_probe {

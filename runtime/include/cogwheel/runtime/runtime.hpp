@@ -81,15 +81,19 @@ struct unwrap_task<task<T>> {
 // work on the target, reply), each released once; the last one frees the state. `awaiting`,
 // `abandoned` and `completed` are touched only on the caller's core (by the awaiter and by the
 // reply's delivery), the value and error only before the reply is posted.
+// The two messages of a call, as distinct bases, so that each leads back to its state.
+struct submit_request : remote_message {};
+struct submit_reply : remote_message {};
+
 template <class T, class F>
-struct submit_state {
+struct submit_state : submit_request, submit_reply {
   using value_holder = std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>;
 
   explicit submit_state(F fn) : f(std::move(fn)) {
-    request.deliver = &submit_state::on_request;
-    request.discard = &submit_state::on_discard;
-    reply.deliver = &submit_state::on_reply;
-    reply.discard = &submit_state::on_discard;
+    submit_request::deliver = &submit_state::on_request;
+    submit_request::discard = &submit_state::on_discard_request;
+    submit_reply::deliver = &submit_state::on_reply;
+    submit_reply::discard = &submit_state::on_discard_reply;
   }
 
   void release() noexcept {
@@ -98,13 +102,14 @@ struct submit_state {
     if (__atomic_fetch_sub(&refs, 1, __ATOMIC_ACQ_REL) == 1) delete this;
   }
   // On the target core: the outcome goes home (the chain's reference travels with it).
-  void send_reply() noexcept { post_remote(*home, reply); }
+  void send_reply() noexcept { post_remote(*home, static_cast<submit_reply&>(*this)); }
+  void send_request(event_loop& target) noexcept { post_remote(target, static_cast<submit_request&>(*this)); }
 
   static submit_state& of_request(remote_message& m) noexcept {
-    return *reinterpret_cast<submit_state*>(reinterpret_cast<char*>(&m) - offsetof(submit_state, request));
+    return static_cast<submit_state&>(static_cast<submit_request&>(m));
   }
   static submit_state& of_reply(remote_message& m) noexcept {
-    return *reinterpret_cast<submit_state*>(reinterpret_cast<char*>(&m) - offsetof(submit_state, reply));
+    return static_cast<submit_state&>(static_cast<submit_reply&>(m));
   }
   static void on_request(remote_message& m) noexcept;
   static void on_reply(remote_message& m) noexcept {
@@ -113,15 +118,11 @@ struct submit_state {
     if (!st.abandoned) st.awaiting.resume();
     st.release();
   }
-  static void on_discard(remote_message& m) noexcept {
-    // Either message: the chain's reference. (Both members sit at fixed offsets.)
-    submit_state& st = &m == &of_request(m).request ? of_request(m) : of_reply(m);
-    st.release();
-  }
+  // Either message dropped by a loop that shut down first: the chain's reference goes.
+  static void on_discard_request(remote_message& m) noexcept { of_request(m).release(); }
+  static void on_discard_reply(remote_message& m) noexcept { of_reply(m).release(); }
 
   int refs = 2;  // atomic: touched only through __atomic builtins
-  remote_message request;
-  remote_message reply;
   F f;
   value_holder value{};
   std::exception_ptr error;
@@ -204,7 +205,7 @@ class submit_awaiter {
     state_ = new state(std::move(*f_));
     state_->awaiting = h;
     state_->home = &current_loop();
-    post_remote(*target, state_->request);
+    state_->send_request(*target);
   }
   T await_resume() {
     if (state_->error) std::rethrow_exception(state_->error);
