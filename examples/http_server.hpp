@@ -39,6 +39,9 @@ struct server_config {
   // Bytes of the read buffer an idle connection keeps (it grows for a large head or a body and
   // shrinks back when the connection is idle again).
   std::size_t idle_buffer_bytes = 1024;
+  // SO_SNDBUF of each connection; 0 keeps the kernel's autotuning (which lets a loopback
+  // connection buffer more than a megabyte, so that a slow reader stalls no write).
+  std::size_t send_buffer_bytes = 0;
 };
 
 // The body GET / answers: body_bytes of "Hello, World!\n" repeated ("Hello, World!" at 13).

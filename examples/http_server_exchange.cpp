@@ -10,6 +10,10 @@ namespace {
 // The buffer of a connection in the middle of a body (or with more waiting than the idle
 // buffer holds): large enough that a body costs few reads, small enough for many connections.
 constexpr std::size_t busy_buffer_bytes = 16 * 1024;
+// Pipelined requests are answered until this much output waits; the rest are parsed after it
+// is written, so a client that pipelines many requests and reads slowly (slow read) holds at
+// most one such batch of the server's memory, not a response per request it sent.
+constexpr std::size_t max_pending_output = 64 * 1024;
 
 connection_header header_for(const request_parser& p) noexcept {
   return p.keep_alive() ? connection_header::none : connection_header::close;
@@ -48,6 +52,7 @@ exchange::then exchange::process() {
         ++answered_;
         respond();
         if (!parser_.keep_alive()) return then::close;
+        if (output().size() >= max_pending_output && begin_ < end_) return then::more;
         break;
       case request_parser::event::failed: {
         const int status = parser_.status();

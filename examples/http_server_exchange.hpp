@@ -19,6 +19,7 @@ class exchange {
   // What the connection does once the pending output is written.
   enum class then {
     read,    // read more of the current or the next request
+    more,    // enough output for now: write it, then process() the requests still buffered
     close,   // the last response ("Connection: close" asked, or HTTP/1.0 without keep-alive)
     linger,  // a refused request: stop writing, drain what the client still sends, close
   };

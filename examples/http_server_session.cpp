@@ -73,6 +73,7 @@ task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats
     ~open_count() { --stats.open_connections; }
   } counted{stats};
   (void)s.set_nodelay(true);
+  if (cfg.send_buffer_bytes > 0) (void)s.set_send_buffer_size(static_cast<int>(cfg.send_buffer_bytes));
 
   exchange ex(cfg, stats);
   deadline reading(cfg.header_timeout);  // the first request's head counts from the accept
@@ -102,6 +103,10 @@ task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats
         head_armed = false;
         idle_armed = false;
       }
+    }
+    if (next == exchange::then::more) {
+      next = exchange::then::read;
+      continue;
     }
     if (next == exchange::then::close) co_return;
     if (next == exchange::then::linger) {

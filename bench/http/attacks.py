@@ -2,6 +2,7 @@
 bench/http/run.py. Each runs once per server, cogwheel first then nginx, each on a fresh
 server with the attack timeouts (header, body and send 5 s)."""
 import os
+import re
 import subprocess
 import tempfile
 import threading
@@ -12,23 +13,32 @@ from run import TIMEOUTS_ATTACK, client, fmt, wrk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# slowhttptest: mode flag, path, body bytes of the server, extra flags. The follow-up interval
-# (-i, -n) is longer than the 5 s timeout, so every connection must be cut by the server.
+# slowhttptest: mode flag, path, body bytes of the server, SO_SNDBUF, extra flags. The follow-up
+# interval (-i, -n) is longer than the 5 s timeout, so every connection must be cut by the server.
+# Slow read: on loopback the kernel's autotuning gives each connection more than a megabyte of
+# send buffer, which would swallow the responses and stall no write; both servers get a 64 KiB
+# SO_SNDBUF (nginx: listen ... sndbuf=) and answer 4 pipelined 64 KiB bodies.
 MODES = {
-    "slowloris": ("-H", "/", 13, ["-i", "2"]),                      # a header line every 2 s: only the
-                                                                    # whole-head rule cuts it
-    "slowbody": ("-B", "/echo", 13, ["-i", "10", "-s", "8192"]),    # a body piece every 10 s
-    "slowread": ("-X", "/", 4096, ["-k", "32", "-n", "10", "-w", "1", "-y", "16", "-z", "32"]),
+    "slowloris": ("-H", "/", 13, 0, ["-i", "2"]),                    # a header line every 2 s: only
+                                                                     # the whole-head rule cuts it
+    "slowbody": ("-B", "/echo", 13, 0, ["-i", "10", "-s", "8192"]),  # a body piece every 10 s
+    "slowread": ("-X", "/", 65536, 65536, ["-k", "4", "-n", "10", "-w", "1", "-y", "16", "-z", "32"]),
 }
 
 
 def slowhttptest(mode, srv, args):
-    flag, path, _, extra = MODES[mode]
+    flag, path, _, _, extra = MODES[mode]
     cmd = " ".join(["slowhttptest", flag, "-c", str(args.slow_connections), "-r", str(args.slow_rate),
                     "-l", str(args.slow_length), "-p", "3", "-u", srv.url(path)] + extra)
     # Its own descriptor limit must hold every connection.
     return subprocess.Popen(client(["bash", "-c", f"ulimit -n 20000 && exec {cmd}"]), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
+
+
+def closed_by_server(out):
+    """The last "closed:" count slowhttptest printed (connections the server closed)."""
+    found = re.findall(r"closed:\s*(?:\x1b\[[0-9;]*m)*\s*(\d+)", out)
+    return int(found[-1]) if found else None
 
 
 class sampler(threading.Thread):
@@ -47,11 +57,11 @@ class sampler(threading.Thread):
 
 
 def attack(mode, args, results):
-    _, _, body, _ = MODES[mode]
+    _, _, body, sndbuf, _ = MODES[mode]
     rows = []
     for kind in (servers.cogwheel_server, servers.nginx_server):
         with tempfile.TemporaryDirectory() as tmp:
-            srv = kind(tmp, body, TIMEOUTS_ATTACK, log_kicks=True)
+            srv = kind(tmp, body, TIMEOUTS_ATTACK, log_kicks=True, send_buffer=sndbuf)
             with srv:
                 wrk(srv.url(), 50, 2)  # warm-up
                 base = wrk(srv.url(), 50, args.attack_wrk)
@@ -72,7 +82,8 @@ def attack(mode, args, results):
                    "drop_pct": 100 * (1 - during["rps"] / base["rps"]), "wrk_errors_during": during["socket_errors"],
                    "fds_before": fds0, "fds_peak": s.peak_fds, "fds_after": fds1,
                    "rss_kib_before": rss0, "rss_kib_peak": s.peak_rss, "rss_kib_after": rss1,
-                   "slowhttptest_tail": slow_out.strip().splitlines()[-12:]}
+                   "slowhttptest_tail": slow_out.strip().splitlines()[-12:],
+                   "slowhttptest_closed": closed_by_server(slow_out)}
             if kind is servers.cogwheel_server:
                 st = srv.stats()
                 row.update({"kicks": st.get("kicks", 0), "header_timeouts": st.get("header_timeouts", 0),
@@ -83,7 +94,7 @@ def attack(mode, args, results):
                 row["kicks"] = srv.kicks_logged()
             rows.append(row)
             print(f"  {mode} {kind.name:8}: wrk {row['wrk_rps_before']:,.0f} -> {row['wrk_rps_during']:,.0f} req/s "
-                  f"({row['drop_pct']:.1f}% drop), kicks {row['kicks']:.0f}, fds {fds0}/{s.peak_fds}/{fds1}, "
+                  f"({row['drop_pct']:.1f}% drop), kicks {row['kicks']:.0f}, closed {row['slowhttptest_closed']}, fds {fds0}/{s.peak_fds}/{fds1}, "
                   f"RSS KiB {rss0}/{s.peak_rss}/{rss1}, lateness p50/p99/max us "
                   f"{row.get('lateness_us_p50')}/{row.get('lateness_us_p99')}/{row.get('lateness_us_max')}",
                   flush=True)

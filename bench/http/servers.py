@@ -60,7 +60,8 @@ def wait_listening(port, timeout=10.0):
 class server:
     name = "?"
 
-    def __init__(self, tmp, body_bytes, timeouts_ms, log_kicks=False):
+    def __init__(self, tmp, body_bytes, timeouts_ms, log_kicks=False, send_buffer=0):
+        self.send_buffer = send_buffer  # SO_SNDBUF per connection, 0: the kernel's autotuning
         self.tmp = tmp
         self.body_bytes = body_bytes
         self.timeouts = timeouts_ms  # header, body, keepalive, send
@@ -106,7 +107,7 @@ class cogwheel_server(server):
         h, b, k, s = self.timeouts
         return ["taskset", "-c", "0", self.binary, f"--port={self.port}", "--cores=1", "--no-pin", "--stats",
                 f"--body-bytes={self.body_bytes}", f"--header-timeout-ms={h}", f"--body-timeout-ms={b}",
-                f"--keepalive-timeout-ms={k}", f"--send-timeout-ms={s}"]
+                f"--keepalive-timeout-ms={k}", f"--send-timeout-ms={s}", f"--send-buffer-bytes={self.send_buffer}"]
 
     def stats(self):
         """Parsed from the --stats lines printed at exit: {key: number}."""
@@ -151,7 +152,7 @@ http {{
   keepalive_requests 100000000;
   client_max_body_size 1m;
   server {{
-    listen 127.0.0.1:{self.port} reuseport backlog=4096;
+    listen 127.0.0.1:{self.port} reuseport backlog=4096{f" sndbuf={self.send_buffer}" if self.send_buffer else ""};
     location = / {{
 {sets}      default_type text/plain;
       return 200 "{body}";

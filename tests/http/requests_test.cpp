@@ -64,6 +64,23 @@ TEST(http_requests, pipelined_requests_are_answered_in_order) {
   EXPECT_EQ(stats.status_404, 1u);
 }
 
+TEST(http_requests, a_long_pipeline_is_answered_in_order_in_bounded_batches) {
+  server_config cfg;
+  cfg.body_bytes = 8192;  // 40 answers: about 330 KiB, written in batches of about 64 KiB
+  server_stats stats;
+  std::string many;
+  for (int i = 0; i < 40; ++i)
+    many += i % 2 == 0 ? "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+                       : "POST /echo HTTP/1.1\r\nContent-Length: " + std::to_string(std::to_string(i).size()) +
+                             "\r\n\r\n" + std::to_string(i);
+  many += "GET /last HTTP/1.1\r\nConnection: close\r\n\r\n";
+  const closed_at c = exchange_once(cfg, stats, many);
+  const auto got = parse_responses(c.received);
+  ASSERT_EQ(got.size(), 41u);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(got[i].body, i % 2 == 0 ? fixed_body(8192) : std::to_string(i)) << i;
+  EXPECT_EQ(got[40].status, 404);
+}
+
 // The answers with the Date lines removed (they change with the second).
 std::string without_dates(std::string s) {
   for (std::size_t at; (at = s.find("Date: ")) != std::string::npos;) s.erase(at, s.find("\r\n", at) + 2 - at);
