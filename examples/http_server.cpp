@@ -9,9 +9,12 @@
 //                    [--header-timeout-ms=60000] [--body-timeout-ms=60000]
 //                    [--keepalive-timeout-ms=75000] [--send-timeout-ms=60000]
 //                    [--max-header-bytes=8192] [--max-body-bytes=1048576] [--send-buffer-bytes=0]
+//                    [--idle-buffer-bytes=1024]
 //                    [--stats] [--no-pin]
 //   --send-buffer-bytes: SO_SNDBUF per connection (0: the kernel's autotuning), like nginx's
 //            `listen ... sndbuf=`.
+//   --idle-buffer-bytes: the read buffer a connection keeps between requests (a read must have
+//            its buffer while it waits, so an idle connection holds this much).
 //   --stats: on SIGINT/SIGTERM print requests served, connections closed by each timeout, refused
 //            requests by status, kick lateness p50/p99/max and the process's CPU time.
 // Try: curl -v http://127.0.0.1:8080/ ; wrk -t1 -c50 -d5s http://127.0.0.1:8080/
@@ -75,6 +78,7 @@ int main(int argc, char** argv) {
   cfg.body_bytes = static_cast<std::size_t>(examples::flag_int(argc, argv, "body-bytes", 13));
   cfg.max_header_bytes = static_cast<std::size_t>(examples::flag_int(argc, argv, "max-header-bytes", 8192));
   cfg.max_body_bytes = static_cast<std::size_t>(examples::flag_int(argc, argv, "max-body-bytes", 1 << 20));
+  cfg.idle_buffer_bytes = static_cast<std::size_t>(examples::flag_int(argc, argv, "idle-buffer-bytes", 1024));
   cfg.send_buffer_bytes = static_cast<std::size_t>(examples::flag_int(argc, argv, "send-buffer-bytes", 0));
   cfg.header_timeout = ms_flag(argc, argv, "header-timeout-ms", 60000);
   cfg.body_timeout = ms_flag(argc, argv, "body-timeout-ms", 60000);

@@ -46,7 +46,7 @@ def fd_count(pids):
     return sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in pids)
 
 
-def wait_listening(port, timeout=10.0):
+def wait_listening(port, timeout=30.0):
     end = time.time() + timeout
     while time.time() < end:
         try:
@@ -73,7 +73,11 @@ class server:
     def __enter__(self):
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      cwd=self.tmp)
-        wait_listening(self.port)
+        try:
+            wait_listening(self.port)
+        except BaseException:
+            self.__exit__(None, None, None)  # __exit__ does not run when __enter__ raises
+            raise
         return self
 
     def __exit__(self, *exc):
