@@ -22,6 +22,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
@@ -93,14 +94,17 @@ int main(int argc, char** argv) {
                              .pin_threads = !examples::has_flag(argc, argv, "no-pin"), .stop_on_signals = true});
   // One block per core, touched only by that core's thread until run() returns.
   auto stats = std::make_unique<server_stats[]>(rt.cores());
+  std::atomic<bool> failed{false};
   std::printf("http_server: port %u, %u cores, body %zu bytes, descriptor limit %ld; Ctrl-C stops\n", port,
               rt.cores(), cfg.body_bytes, fds);
   std::fflush(stdout);
   rt.run([&](unsigned core) -> task<void> {
     spawn(return_memory(stats[core]));
     auto listener = tcp_listener::bind(socket_address::ipv4_any(port), {.reuse_port = true});
-    if (!listener) {
+    if (!listener) {  // the whole server stops: a core without a listener serves nobody
       std::fprintf(stderr, "bind port %u: %s\n", port, listener.error().message().c_str());
+      failed = true;
+      rt.stop();
       co_return;
     }
     for (;;) {
@@ -112,6 +116,7 @@ int main(int argc, char** argv) {
       spawn(serve_connection(std::move(*conn), cfg, stats[core]));
     }
   });
+  if (failed) return 1;
   if (stats_wanted) {
     server_stats total;
     for (unsigned c = 0; c < rt.cores(); ++c) total += stats[c];

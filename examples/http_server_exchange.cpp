@@ -116,7 +116,9 @@ void exchange::unshare() {
 
 std::span<std::byte> exchange::read_space() {
   std::size_t want = cap_;
-  if (parser_.in_body() || filled_) want = std::max(cap_, busy_buffer_bytes);
+  // A body starts in the small buffer too: a slow-body client (one that trickles its body) then
+  // holds 1 KiB, not 16; a fast one fills it at once and gets the large buffer from its next read.
+  if (filled_) want = std::max(cap_, busy_buffer_bytes);
   else if (!parser_.in_message() && begin_ == end_) want = cfg_.idle_buffer_bytes;
   if (want != cap_ || !buf_) {
     auto bigger = std::make_unique<std::byte[]>(want);

@@ -34,7 +34,7 @@ class exchange {
   void refuse(int status) { append(status, {}, connection_header::close); }
 
   // Where the next read goes. Shrinks the buffer back to cfg.idle_buffer_bytes between
-  // requests, grows it for a body or when the last read filled it.
+  // requests, grows it when the last read filled it.
   std::span<std::byte> read_space();
   void received(std::size_t n) noexcept {
     end_ += n;

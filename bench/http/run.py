@@ -117,6 +117,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="throughput,slowloris,slowbody,slowread,idle")
     ap.add_argument("--out", default="")
+    ap.add_argument("--merge", action="store_true", help="keep the other parts already in --out")
     ap.add_argument("--slow-connections", type=int, default=18000)
     ap.add_argument("--slow-rate", type=int, default=3600)
     ap.add_argument("--slow-length", type=int, default=20)
@@ -126,17 +127,29 @@ def main():
     servers.cogwheel_server.binary = os.path.abspath(args.binary)
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
-    results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_at_start": load}
+    results = {}
+    if args.merge and args.out and os.path.exists(args.out):
+        with open(args.out) as f:
+            results = json.load(f)  # the parts not run now are kept
+    results.setdefault("date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    results.setdefault("load_at_start", load)
     print(f"load average at start: {' '.join(load)}")
     parts = args.only.split(",")
+    def stamp(part):
+        results[part]["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        results[part]["load_at_start"] = load
+
     if "throughput" in parts:
         throughput(args, results)
+        stamp("throughput")
     import attacks  # noqa: E402  (the slowhttptest and idle-connection parts)
     for part in ("slowloris", "slowbody", "slowread"):
         if part in parts:
             attacks.attack(part, args, results)
+            stamp(part)
     if "idle" in parts:
         attacks.idle(args, results)
+        stamp("idle")
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:

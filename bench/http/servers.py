@@ -4,6 +4,7 @@ Each server is started on a free port with its own temporary directory, pinned t
 stopped (SIGTERM, then SIGKILL) when the context ends, also on failure.
 """
 import os
+import random
 import socket
 import subprocess
 import time
@@ -12,9 +13,18 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port below the ephemeral range: a port the kernel handed out to a client socket (wrk's,
+    slowhttptest's thousands) may still be bound by it, and the server's bind would fail."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 20000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def fixed_body(n):
@@ -77,7 +87,7 @@ class server:
             wait_listening(self.port)
         except BaseException:
             self.__exit__(None, None, None)  # __exit__ does not run when __enter__ raises
-            raise
+            raise RuntimeError(f"{self.name} did not start: {self.output}")
         return self
 
     def __exit__(self, *exc):
