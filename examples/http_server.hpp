@@ -9,7 +9,8 @@
 // The four timeouts of nginx, each enforced by the runtime's timers, never by polling:
 //   header:    the whole request head, counted from the accept (first request) or from its first
 //              byte (a later request), or from the end of the previous response when that byte
-//              was already there (pipelined). Cut with 408 when part of the head had come.
+//              was already there (pipelined). Cut with 408 when part of the head had come
+//              (the issue asks for it; nginx 1.22 closes without a response).
 //   body:      between two reads of a request body.
 //   keepalive: idle between requests (after a response, before the next request's first byte).
 //   send:      between two writes that make progress.

@@ -136,7 +136,8 @@ task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats
       else if (w == waiting::idle) ++stats.keepalive_timeouts;
       else {
         ++stats.header_timeouts;
-        if (ex.in_head()) {  // part of the head came: say why the connection ends, like nginx
+        if (ex.in_head()) {  // part of the head came: say why the connection ends (nginx 1.22
+                             // logs a 408 but closes without sending one)
           ex.refuse(408);
           next = exchange::then::close;
           continue;
