@@ -127,7 +127,7 @@ task<void> client(socket_address to, std::uint32_t id, counters& c) {
   if (!co_await s->write_all(out)) co_return;
   const ending kind = ending_of(id);
   if (kind == ending::write_timeout) {
-    co_await sleep_for(10ms);  // not reading while the server's write stalls
+    co_await sleep_for(50ms);  // not reading while the server's write stalls (and times out)
     co_return;
   }
   auto check = [&](std::span<const std::byte> got, std::span<const std::byte> want) {
@@ -178,13 +178,19 @@ TEST(soak, fifty_thousand_connections_leave_no_descriptor_allocation_or_stray_by
     };
     co_await when_all(std::move(server), clients());
   }(connections, c));
+  // Read before any EXPECT below: a failed expectation allocates its message.
+  const long allocations_after = live_allocations.load();
+  const int fds_after = open_descriptors();
   EXPECT_EQ(c.foreign_bytes, 0u);
-  EXPECT_GT(c.echoed, static_cast<std::uint64_t>(connections) / 4);
-  EXPECT_GT(c.kicked, static_cast<std::uint64_t>(connections) / 16);
-  EXPECT_GT(c.write_timeouts, static_cast<std::uint64_t>(connections) / 16);
-  EXPECT_GT(c.close_races, static_cast<std::uint64_t>(connections) / 16);
-  EXPECT_EQ(open_descriptors(), fds_before);
-  EXPECT_EQ(live_allocations.load(), allocations_before);
+  // Every ending was exercised (how often depends on the machine's load: an echo client slowed
+  // down past the idle timeout is kicked instead, a server slower than its client sees a reset).
+  const auto some = static_cast<std::uint64_t>(connections) / 64;
+  EXPECT_GT(c.echoed, some);
+  EXPECT_GT(c.kicked, some);
+  EXPECT_GT(c.write_timeouts, some);
+  EXPECT_GT(c.close_races, some);
+  EXPECT_EQ(fds_after, fds_before);
+  EXPECT_EQ(allocations_after, allocations_before);
   std::printf("soak: %d connections: %llu echoed, %llu kicked, %llu write timeouts, %llu close races\n",
               connections, static_cast<unsigned long long>(c.echoed), static_cast<unsigned long long>(c.kicked),
               static_cast<unsigned long long>(c.write_timeouts), static_cast<unsigned long long>(c.close_races));

@@ -1,0 +1,168 @@
+#include "http_server_parser.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace http_example {
+
+namespace {
+
+// Header names and the values the server acts on are short; anything longer than this is
+// neither a watched name nor an acceptable value, so it is not kept.
+constexpr std::size_t kept_bytes = 32;
+
+void append_lower(std::string& to, const char* at, std::size_t n) {
+  const std::size_t room = kept_bytes + 1 - std::min(to.size(), kept_bytes + 1);
+  for (std::size_t i = 0; i < n && i < room; ++i)
+    to.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(at[i]))));
+}
+
+std::string_view trimmed(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+request_parser::request_parser(parser_limits limits) noexcept : limits_(limits) {
+  http_parser_init(&parser_, HTTP_REQUEST);
+  parser_.data = this;
+}
+
+request_parser::step request_parser::feed(std::string_view data) noexcept {
+  http_parser_pause(&parser_, 0);
+  const bool in_head = !in_body();  // then this feed ends at the end of the head at the latest
+  const std::size_t n = http_parser_execute(&parser_, &settings(), data.data(), data.size());
+  const http_errno err = HTTP_PARSER_ERRNO(&parser_);
+  if (in_head && in_message_ && (err == HPE_OK || err == HPE_PAUSED)) {
+    // Paused at the end of the head, the parser has not consumed the head's final LF yet.
+    head_bytes_ += n + (err == HPE_PAUSED ? 1 : 0);
+    if (head_bytes_ > limits_.max_header_bytes) {
+      status_ = 431;
+      return {event::failed, n};
+    }
+  }
+  if (err == HPE_OK) return {event::need_more, n};
+  // Paused by on_headers_complete (the request goes on) or by on_message_complete.
+  if (err == HPE_PAUSED) return {in_message_ ? event::head_done : event::message_done, n};
+  if (status_ == 0) {
+    if (err == HPE_HEADER_OVERFLOW) status_ = 431;
+    else if (err == HPE_INVALID_TRANSFER_ENCODING || bad_transfer_encoding_) status_ = 501;
+    else status_ = 400;
+  }
+  return {event::failed, n};
+}
+
+int request_parser::on_message_begin(http_parser* p) noexcept {
+  request_parser& r = self(p);
+  r.in_message_ = true;
+  r.head_done_ = false;
+  r.head_bytes_ = 0;
+  r.body_bytes_ = 0;
+  r.path_.clear();
+  r.body_.clear();
+  r.field_.clear();
+  r.value_.clear();
+  r.field_done_ = false;
+  r.watching_ = watched::none;
+  r.expect_continue_ = false;
+  r.has_body_ = false;
+  r.keep_body_ = false;
+  r.bad_transfer_encoding_ = false;
+  r.in_query_ = false;
+  return 0;
+}
+
+int request_parser::on_url(http_parser* p, const char* at, std::size_t n) noexcept {
+  request_parser& r = self(p);
+  if (r.in_query_) return 0;
+  const std::string_view piece(at, n);
+  const std::size_t q = piece.find('?');
+  r.path_.append(piece.substr(0, q));  // bounded: the head limit stops an endless target
+  if (q != std::string_view::npos) r.in_query_ = true;
+  return 0;
+}
+
+int request_parser::on_header_field(http_parser* p, const char* at, std::size_t n) noexcept {
+  request_parser& r = self(p);
+  if (r.field_done_) {  // a new header begins: the previous value is complete
+    if (r.watching_ == watched::transfer_encoding && trimmed(r.value_) != "chunked")
+      r.bad_transfer_encoding_ = true;
+    if (r.watching_ == watched::expect && trimmed(r.value_) == "100-continue") r.expect_continue_ = true;
+    r.field_.clear();
+    r.value_.clear();
+    r.field_done_ = false;
+    r.watching_ = watched::none;
+  }
+  append_lower(r.field_, at, n);
+  return 0;
+}
+
+int request_parser::on_header_value(http_parser* p, const char* at, std::size_t n) noexcept {
+  request_parser& r = self(p);
+  if (!r.field_done_) {
+    r.field_done_ = true;
+    r.watching_ = r.field_ == "transfer-encoding" ? watched::transfer_encoding
+                  : r.field_ == "expect"          ? watched::expect
+                                                  : watched::none;
+  }
+  if (r.watching_ != watched::none) append_lower(r.value_, at, n);
+  return 0;
+}
+
+int request_parser::on_headers_complete(http_parser* p) noexcept {
+  request_parser& r = self(p);
+  if (r.field_done_) on_header_field(p, nullptr, 0);  // closes the last header's value
+  r.head_done_ = true;
+  r.keep_alive_ = http_should_keep_alive(p) != 0;
+  if (r.bad_transfer_encoding_) {
+    r.status_ = 501;
+    return -1;
+  }
+  const bool chunked = (p->flags & F_CHUNKED) != 0;
+  const bool sized = (p->flags & F_CONTENTLENGTH) != 0;
+  if (sized && p->content_length > r.limits_.max_body_bytes) {
+    r.status_ = 413;
+    return -1;
+  }
+  r.has_body_ = chunked || (sized && p->content_length > 0);
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+int request_parser::on_body(http_parser* p, const char* at, std::size_t n) noexcept {
+  request_parser& r = self(p);
+  r.body_bytes_ += n;
+  if (r.body_bytes_ > r.limits_.max_body_bytes) {
+    r.status_ = 413;
+    return -1;
+  }
+  if (r.keep_body_) r.body_.append(at, n);
+  return 0;
+}
+
+int request_parser::on_message_complete(http_parser* p) noexcept {
+  request_parser& r = self(p);
+  r.in_message_ = false;
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+const http_parser_settings& request_parser::settings() noexcept {
+  static const http_parser_settings s = [] {
+    http_parser_settings x;
+    http_parser_settings_init(&x);
+    x.on_message_begin = &request_parser::on_message_begin;
+    x.on_url = &request_parser::on_url;
+    x.on_header_field = &request_parser::on_header_field;
+    x.on_header_value = &request_parser::on_header_value;
+    x.on_headers_complete = &request_parser::on_headers_complete;
+    x.on_body = &request_parser::on_body;
+    x.on_message_complete = &request_parser::on_message_complete;
+    return x;
+  }();
+  return s;
+}
+
+}  // namespace http_example

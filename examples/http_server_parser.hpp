@@ -1,0 +1,101 @@
+// request_parser: Node's http_parser 2.9 (Debian's libhttp-parser-dev) behind a small interface
+// that stops at the two points a server must act on: the end of a request's head (limits,
+// routing, "Expect: 100-continue", the switch from the header to the body timeout) and the end
+// of a request (answer it, then parse the next, pipelined one). Everything else is a status.
+//
+// Limits are checked as bytes arrive, not after: a head over max_header_bytes fails as soon as
+// its byte max_header_bytes + 1 is fed (431), a Content-Length over max_body_bytes at the end of
+// the head (413), a chunked body as soon as its decoded size passes the limit (413). A
+// Transfer-Encoding other than "chunked" is 501 (nginx does the same); every other malformed
+// input is 400.
+#pragma once
+
+#include <http_parser.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace http_example {
+
+struct parser_limits {
+  std::size_t max_header_bytes = 8 * 1024;
+  std::size_t max_body_bytes = 1024 * 1024;
+};
+
+class request_parser {
+ public:
+  enum class event {
+    need_more,     // every byte given was used; the request (if any) is not complete
+    head_done,     // the head just ended; method(), path(), ... are valid
+    message_done,  // a whole request ended; body() holds it if keep_body was asked for
+    failed,        // malformed or over a limit: answer status() and close
+  };
+  struct step {
+    event what;
+    std::size_t consumed;  // bytes of the input used; feed the rest again
+  };
+
+  explicit request_parser(parser_limits limits) noexcept;
+  request_parser(const request_parser&) = delete;
+  request_parser& operator=(const request_parser&) = delete;
+
+  // Parses from the start of data until one of the events above. Precondition: the last step
+  // was not `failed`.
+  step feed(std::string_view data) noexcept;
+
+  // Whether a request has begun (at least one of its bytes parsed) and not yet ended.
+  bool in_message() const noexcept { return in_message_; }
+  // Whether the head has ended and the body has not.
+  bool in_body() const noexcept { return in_message_ && head_done_; }
+
+  // Valid from head_done until the next request begins.
+  http_method method() const noexcept { return static_cast<http_method>(parser_.method); }
+  std::string_view path() const noexcept { return path_; }
+  bool keep_alive() const noexcept { return keep_alive_; }
+  bool expects_continue() const noexcept { return expect_continue_; }
+  // Whether the head announced a body (Content-Length > 0 or chunked).
+  bool has_body() const noexcept { return has_body_; }
+  // The body of the request, kept only after keep_body(true) at head_done.
+  const std::string& body() const noexcept { return body_; }
+  void keep_body(bool keep) noexcept { keep_body_ = keep; }
+  // The status to answer after `failed` (400, 413, 431 or 501).
+  int status() const noexcept { return status_; }
+
+ private:
+  static const http_parser_settings& settings() noexcept;
+  static int on_message_begin(http_parser* p) noexcept;
+  static int on_url(http_parser* p, const char* at, std::size_t n) noexcept;
+  static int on_header_field(http_parser* p, const char* at, std::size_t n) noexcept;
+  static int on_header_value(http_parser* p, const char* at, std::size_t n) noexcept;
+  static int on_headers_complete(http_parser* p) noexcept;
+  static int on_body(http_parser* p, const char* at, std::size_t n) noexcept;
+  static int on_message_complete(http_parser* p) noexcept;
+  static request_parser& self(http_parser* p) noexcept { return *static_cast<request_parser*>(p->data); }
+
+  // Which header's value is being received (only the ones the server acts on).
+  enum class watched : std::uint8_t { none, transfer_encoding, expect };
+
+  http_parser parser_;
+  parser_limits limits_;
+  std::size_t head_bytes_ = 0;   // bytes of the current head parsed so far
+  std::uint64_t body_bytes_ = 0;
+  std::string path_;             // the request target up to '?', bounded by max_header_bytes
+  std::string body_;
+  std::string field_;            // the current header name, lower case, at most 32 bytes kept
+  std::string value_;            // the current watched header's value, at most 32 bytes kept
+  bool field_done_ = false;
+  watched watching_ = watched::none;
+  bool in_message_ = false;
+  bool head_done_ = false;
+  bool keep_alive_ = true;
+  bool expect_continue_ = false;
+  bool has_body_ = false;
+  bool keep_body_ = false;
+  bool bad_transfer_encoding_ = false;
+  bool in_query_ = false;
+  int status_ = 0;  // set by a callback that fails the request, else derived from the parser
+};
+
+}  // namespace http_example

@@ -1,0 +1,123 @@
+#include "http_server_response.hpp"
+
+#include <ctime>
+
+namespace http_example {
+
+namespace {
+
+std::string_view reason(int status) noexcept {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 408: return "Request Time-out";
+    case 413: return "Request Entity Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    default: return "Unknown";
+  }
+}
+
+// The Date header's value for the current second, reformatted only when the second changes.
+struct date_cache {
+  std::time_t second = -1;
+  char text[40] = {};
+
+  bool refresh() noexcept {
+    const std::time_t now = std::time(nullptr);
+    if (now == second) return false;
+    second = now;
+    std::tm tm{};
+    ::gmtime_r(&now, &tm);
+    std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    return true;
+  }
+};
+
+thread_local date_cache date;
+
+void append_head(std::string& out, int status, std::size_t length, connection_header how) {
+  out += "HTTP/1.1 ";
+  out += std::to_string(status);
+  out += ' ';
+  out += reason(status);
+  out += "\r\nServer: cogwheel\r\nDate: ";
+  out += date.text;
+  out += "\r\nContent-Type: text/plain\r\nContent-Length: ";
+  out += std::to_string(length);
+  if (how == connection_header::close) out += "\r\nConnection: close";
+  if (how == connection_header::keep_alive) out += "\r\nConnection: keep-alive";
+  out += "\r\n\r\n";
+}
+
+}  // namespace
+
+std::string fixed_body(std::size_t bytes) {
+  static constexpr std::string_view text = "Hello, World!\n";
+  std::string body;
+  body.reserve(bytes);
+  while (body.size() < bytes) body += text.substr(0, bytes - body.size());
+  return body;
+}
+
+struct response_block {
+  unsigned refs = 0;
+  std::string bytes;
+};
+
+shared_response::shared_response(response_block* b) noexcept : block_(b) {
+  if (block_ != nullptr) ++block_->refs;
+}
+
+shared_response& shared_response::operator=(shared_response&& o) noexcept {
+  if (this != &o) {
+    release();
+    block_ = o.block_;
+    o.block_ = nullptr;
+  }
+  return *this;
+}
+
+std::string_view shared_response::bytes() const noexcept { return block_->bytes; }
+
+void shared_response::release() noexcept {
+  if (block_ == nullptr) return;
+  if (--block_->refs == 0) delete block_;
+  block_ = nullptr;
+}
+
+shared_response fixed_response(const server_config& cfg, connection_header how) {
+  struct cached {
+    const server_config* cfg = nullptr;
+    std::size_t body_bytes = 0;
+    std::time_t second = -1;
+    std::string body;
+    shared_response response[3];  // by connection_header; the cache's own references
+  };
+  thread_local cached c;
+  date.refresh();
+  if (c.cfg != &cfg || c.body_bytes != cfg.body_bytes || c.second != date.second) {
+    if (c.cfg != &cfg || c.body_bytes != cfg.body_bytes) c.body = fixed_body(cfg.body_bytes);
+    c.cfg = &cfg;
+    c.body_bytes = cfg.body_bytes;
+    c.second = date.second;
+    for (int h = 0; h < 3; ++h) {
+      auto* b = new response_block;
+      append_head(b->bytes, 200, c.body.size(), static_cast<connection_header>(h));
+      b->bytes += c.body;
+      c.response[h] = shared_response(b);
+    }
+  }
+  return c.response[static_cast<int>(how)];
+}
+
+void append_response(std::string& out, int status, std::string_view body, connection_header how) {
+  date.refresh();
+  append_head(out, status, body.size(), how);
+  out += body;
+}
+
+void append_continue(std::string& out) { out += "HTTP/1.1 100 Continue\r\n\r\n"; }
+
+}  // namespace http_example

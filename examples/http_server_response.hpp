@@ -1,0 +1,48 @@
+// Responses of the HTTP example: the fixed GET / answer, kept pre-built per thread (only its
+// Date changes, once a second), echo answers and error statuses appended to an output buffer.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "http_server.hpp"
+
+namespace http_example {
+
+// How the connection goes on after a response: HTTP/1.1 keep-alive needs no header, HTTP/1.0
+// keep-alive says "Connection: keep-alive", a last response says "Connection: close".
+enum class connection_header { none, keep_alive, close };
+
+// One thread's pre-built response, shared by the connections writing it. A write may be in
+// flight for as long as the send timeout, across a change of second that replaces the cache's
+// copy, so each writer holds a reference (a plain count: a thread's blocks never leave it).
+struct response_block;
+class shared_response {
+ public:
+  shared_response() noexcept = default;
+  explicit shared_response(response_block* b) noexcept;  // adds a reference
+  shared_response(const shared_response& o) noexcept : shared_response(o.block_) {}
+  shared_response& operator=(const shared_response&) = delete;
+  shared_response(shared_response&& o) noexcept : block_(o.block_) { o.block_ = nullptr; }
+  shared_response& operator=(shared_response&& o) noexcept;
+  ~shared_response() { release(); }
+
+  explicit operator bool() const noexcept { return block_ != nullptr; }
+  std::string_view bytes() const noexcept;
+  void release() noexcept;
+
+ private:
+  response_block* block_ = nullptr;
+};
+
+// The complete GET / response for cfg (head and body), as of the current second. Allocates
+// only when the second or the config changes.
+shared_response fixed_response(const server_config& cfg, connection_header how);
+
+// Appends a response with this status and body.
+void append_response(std::string& out, int status, std::string_view body, connection_header how);
+
+// "HTTP/1.1 100 Continue" before a body the client waits to be asked for.
+void append_continue(std::string& out);
+
+}  // namespace http_example
