@@ -16,8 +16,8 @@ acceptor::acceptor(int fd, std::size_t max_unclaimed) noexcept
 acceptor::~acceptor() {
   closing_ = true;
   release_loop();
-  for (int fd : accepted_)
-    if (fd >= 0) ::close(fd);
+  for (const accept_outcome& a : accepted_)
+    if (a.fd >= 0) ::close(a.fd);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -39,7 +39,7 @@ void acceptor::release_loop() noexcept {
     waiting_.pop_front();
     op->waiting_ = false;
     op->acceptor_ = nullptr;
-    op->fd_ = -ECANCELED;
+    op->outcome_ = accept_outcome::failed(ECANCELED);
     loop_->post(op->later_, op->continuation_);
   }
   shutdown_hook::unlink();
@@ -52,7 +52,7 @@ void acceptor::on_loop_shutdown(shutdown_hook& h) noexcept {
   self.release_loop();  // a later accept() on another loop binds to that one
 }
 
-bool acceptor::try_take(int& out) noexcept {
+bool acceptor::try_take(accept_outcome& out) noexcept {
   if (accepted_.empty()) return false;
   out = accepted_.front();
   accepted_.pop_front();
@@ -82,20 +82,20 @@ void acceptor::arm_if_room() {
   }
 }
 
-void acceptor::deliver(int fd_or_error) noexcept {
+void acceptor::deliver(accept_outcome outcome) noexcept {
   if (waiting_.empty()) {
     // An error nobody has seen yet is kept once: back-off retries that fail again while no
     // accept() waits do not pile up stale copies for later callers.
-    if (fd_or_error < 0 && !accepted_.empty() && accepted_.back() < 0)
-      accepted_.back() = fd_or_error;
+    if (outcome.fd < 0 && !accepted_.empty() && accepted_.back().fd < 0)
+      accepted_.back() = outcome;
     else
-      accepted_.push_back(fd_or_error);
+      accepted_.push_back(outcome);
     return;
   }
   accept_operation* op = waiting_.front();
   waiting_.pop_front();
   op->waiting_ = false;
-  op->fd_ = fd_or_error;
+  op->outcome_ = outcome;
   op->continuation_.complete().resume();
 }
 
@@ -116,7 +116,7 @@ void acceptor::on_accept(io_completion& c, int res, unsigned /*flags*/) noexcept
     if (self.armed_ != 0) return;
     self.backoff_ = std::clamp<clock::duration>(self.backoff_ * 2, min_backoff, max_backoff);
     self.loop_->timers().reschedule(self, self.loop_->now() + self.backoff_);
-    self.deliver(res);
+    self.deliver(accept_outcome::of_cqe(res));
     return;
   }
   if (res >= 0) self.backoff_ = clock::duration::zero();
@@ -127,12 +127,12 @@ void acceptor::on_accept(io_completion& c, int res, unsigned /*flags*/) noexcept
     return;
   }
   if (self.waiting_.empty()) {
-    self.deliver(res);  // queued: nothing is resumed
+    self.deliver(accept_outcome::of_cqe(res));  // queued: nothing is resumed
     self.arm_if_room();
     return;
   }
   self.arm_if_room();
-  self.deliver(res);
+  self.deliver(accept_outcome::of_cqe(res));
 }
 
 void acceptor::on_backoff_over(timer::timer_node& n) noexcept {
@@ -142,16 +142,16 @@ void acceptor::on_backoff_over(timer::timer_node& n) noexcept {
 
 accept_operation::~accept_operation() {
   if (waiting_ && acceptor_ != nullptr) acceptor_->unwait(*this);
-  if (fd_ >= 0) ::close(fd_);  // accepted but never taken
+  if (outcome_.fd >= 0) ::close(outcome_.fd);  // accepted but never taken
 }
 
 std::coroutine_handle<> accept_operation::start(continuation c) {
   continuation_ = c;
   if (acceptor_ == nullptr) {
-    fd_ = -EBADF;
+    outcome_ = accept_outcome::failed(EBADF);
     return c.complete();
   }
-  if (acceptor_->try_take(fd_)) return c.complete();
+  if (acceptor_->try_take(outcome_)) return c.complete();
   acceptor_->wait(*this);
   waiting_ = true;
   return std::noop_coroutine();
@@ -161,13 +161,13 @@ void accept_operation::cancel() noexcept {
   if (!waiting_) return;
   acceptor_->unwait(*this);
   waiting_ = false;
-  fd_ = -ECANCELED;
+  outcome_ = accept_outcome::failed(ECANCELED);
   current_loop().post(later_, continuation_);
 }
 
 cogwheel::result<tcp_stream> accept_operation::result() {
-  if (fd_ < 0) return errno_code(fd_);
-  return tcp_stream(std::exchange(fd_, -1));
+  if (outcome_.fd < 0) return errno_code(outcome_.error);
+  return tcp_stream(std::exchange(outcome_.fd, -1));
 }
 
 }  // namespace cogwheel::detail

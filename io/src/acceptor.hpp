@@ -30,8 +30,8 @@ class acceptor : private io_completion, private timer::timer_node, private shutd
 
   int fd() const noexcept { return fd_; }
 
-  // A connection (>= 0) or an error (-errno) that is already there, if any.
-  bool try_take(int& out) noexcept;
+  // A connection or an error that is already there, if any.
+  bool try_take(accept_outcome& out) noexcept;
   void wait(accept_operation& op);
   void unwait(accept_operation& op) noexcept;
 
@@ -46,14 +46,14 @@ class acceptor : private io_completion, private timer::timer_node, private shutd
   static void on_loop_shutdown(shutdown_hook& h) noexcept;
   // Arms accept SQEs while there is room (in-flight ones count as taken) and no back-off runs.
   void arm_if_room();
-  void deliver(int fd_or_error) noexcept;
+  void deliver(accept_outcome outcome) noexcept;
   static void on_accept(io_completion& c, int res, unsigned flags) noexcept;
   static void on_backoff_over(timer::timer_node& n) noexcept;
 
   int fd_;
   event_loop* loop_ = nullptr;
   std::size_t max_unclaimed_;              // >= 1
-  std::deque<int> accepted_;              // connections (or one -errno) nobody has taken yet
+  std::deque<accept_outcome> accepted_;   // connections (or one error) nobody has taken yet
   std::deque<accept_operation*> waiting_;  // accept() calls in arrival order
   clock::duration backoff_{0};
   unsigned armed_ = 0;  // accept SQEs in flight

@@ -1,5 +1,7 @@
 #include <cogwheel/io/address.hpp>
 
+#include <cerrno>
+
 #include <arpa/inet.h>
 #include <net/if.h>
 
@@ -142,5 +144,18 @@ bool operator==(const socket_address& a, const socket_address& b) noexcept {
   if (a.family() != b.family()) return false;
   return std::memcmp(a.data(), b.data(), a.size()) == 0;
 }
+
+namespace {
+template <class Query>
+result<socket_address> query_address(int fd, Query query) noexcept {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (query(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return errno_code(errno);
+  return socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+}
+}  // namespace
+
+result<socket_address> socket_address::local_of(int fd) noexcept { return query_address(fd, ::getsockname); }
+result<socket_address> socket_address::peer_of(int fd) noexcept { return query_address(fd, ::getpeername); }
 
 }  // namespace cogwheel

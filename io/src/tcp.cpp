@@ -90,19 +90,8 @@ result<void> tcp_stream::set_linger(bool on, int seconds) noexcept {
   return {};
 }
 
-result<socket_address> tcp_stream::local_address() const noexcept {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return errno_code(errno);
-  return socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
-}
-
-result<socket_address> tcp_stream::peer_address() const noexcept {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return errno_code(errno);
-  return socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
-}
+result<socket_address> tcp_stream::local_address() const noexcept { return socket_address::local_of(fd_); }
+result<socket_address> tcp_stream::peer_address() const noexcept { return socket_address::peer_of(fd_); }
 
 tcp_listener::tcp_listener() noexcept = default;
 tcp_listener::tcp_listener(tcp_listener&& o) noexcept : acceptor_(std::exchange(o.acceptor_, nullptr)) {}
@@ -137,10 +126,8 @@ result<tcp_listener> tcp_listener::bind(const socket_address& at, listen_options
 }
 
 socket_address tcp_listener::local_address() const {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (!acceptor_ || ::getsockname(acceptor_->fd(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
-  auto a = socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+  if (!acceptor_) return {};
+  auto a = socket_address::local_of(acceptor_->fd());
   return a ? *a : socket_address{};
 }
 

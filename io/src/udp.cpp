@@ -97,11 +97,6 @@ void udp_socket::close() noexcept {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));
 }
 
-result<socket_address> udp_socket::local_address() const noexcept {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return errno_code(errno);
-  return socket_address::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
-}
+result<socket_address> udp_socket::local_address() const noexcept { return socket_address::local_of(fd_); }
 
 }  // namespace cogwheel

@@ -92,7 +92,6 @@ class event_loop {
     if (peers_ == nullptr) return core == core_ ? this : nullptr;
     return core < peer_count_ ? peers_[core].load(std::memory_order_acquire) : nullptr;
   }
-  unsigned peer_count() const noexcept { return peers_ == nullptr ? 1 : peer_count_; }
   // The timestamp of this iteration (the one clock read).
   clock::time_point now() const noexcept { return time_.now(); }
   timer::timer_queue& timers() noexcept { return time_.timers(); }

@@ -27,6 +27,9 @@ class socket_address {
   static socket_address ipv4_any(std::uint16_t port) noexcept;
   // From a sockaddr the kernel filled in; errc::address_family_not_supported unless IPv4/6.
   static result<socket_address> from_sockaddr(const sockaddr* sa, socklen_t len);
+  // The address a socket is bound to (getsockname) or connected to (getpeername).
+  static result<socket_address> local_of(int fd) noexcept;
+  static result<socket_address> peer_of(int fd) noexcept;
 
   bool is_ipv4() const noexcept { return storage_.ss_family == AF_INET; }
   bool is_ipv6() const noexcept { return storage_.ss_family == AF_INET6; }

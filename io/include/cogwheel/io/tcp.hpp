@@ -133,6 +133,14 @@ class shutdown_operation : public kernel_operation<shutdown_operation, cogwheel:
 class acceptor;
 class accept_operation;
 
+// What an accept produced: a connected socket its holder owns, or the errno of a failure.
+struct accept_outcome {
+  int fd = -1;    // >= 0: a connection
+  int error = 0;  // the errno when fd < 0
+  static accept_outcome of_cqe(int res) noexcept { return res >= 0 ? accept_outcome{res, 0} : accept_outcome{-1, -res}; }
+  static accept_outcome failed(int err) noexcept { return {-1, err}; }
+};
+
 }  // namespace detail
 
 class tcp_stream {
@@ -235,7 +243,7 @@ class accept_operation : public operation<accept_operation> {
   acceptor* acceptor_;
   continuation continuation_;
   ready_node later_;  // completion deferred to the loop (cancel, or a listener closing)
-  int fd_ = -1;       // the accepted socket, or -errno
+  accept_outcome outcome_;
   bool waiting_ = false;
 };
 
