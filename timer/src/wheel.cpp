@@ -18,6 +18,13 @@ timer_wheel::~timer_wheel() {
       if (!is_hole(n)) n->state_ = timer_node::state::idle;
 }
 
+std::size_t timer_wheel::memory_bytes() const noexcept {
+  std::size_t bytes = sizeof(*this) + batch_.memory_bytes() +
+                      (scratch_.capacity() + staging_scratch_.capacity()) * sizeof(timer_node*);
+  for (const slot& sl : slots_) bytes += sl.entries.capacity() * sizeof(timer_node*);
+  return bytes;
+}
+
 std::optional<timer_wheel::expiration> timer_wheel::next_expiration() const noexcept {
   // The lowest occupied level holds the earliest slot: every slot of level L starts after the
   // span of level L-1 that contains elapsed_. Within a level, occupied slots are never before

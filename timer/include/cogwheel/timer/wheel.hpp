@@ -111,6 +111,9 @@ class timer_wheel {
   const tick_scale& scale() const noexcept { return scale_; }
   // The wheel's time: the last tick advanced to.
   clock::time_point now() const noexcept { return scale_.time_of(elapsed_); }
+  // Bytes the wheel holds besides its nodes (itself, slot storage, staging, the expiry batch):
+  // what a pending timer costs beyond sizeof(timer_node) is memory_bytes() / size().
+  std::size_t memory_bytes() const noexcept;
 
  private:
   static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;
