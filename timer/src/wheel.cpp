@@ -63,6 +63,74 @@ void timer_wheel::file_staged() {
   for (timer_node* n : staging_scratch_)
     if (!is_hole(n)) file(*n, n->tick_);
   staging_scratch_.clear();
+  update_next_work();
+}
+
+void timer_wheel::update_next_work() noexcept {
+  if (slots_[overdue_slot].live > 0) {
+    next_work_ = elapsed_;
+    return;
+  }
+  tick_t next = ~tick_t{0};
+  if (auto e = next_expiration()) next = e->tick;
+  for (unsigned level = 1; level < level_count; ++level)
+    if (occupied_[level] != 0 && visits_[level].next_tick < next) next = visits_[level].next_tick;
+  next_work_ = next;
+}
+
+// The stall this avoids: a pushed-back deadline stays in its old slot (lazy reschedule), so
+// when a high slot comes due, all its nodes would be re-filed in that one advance() (a 4 s slot
+// of a million idle connections holds ~1/8 of them). Instead, while a level's next occupied
+// slot is still ahead, nodes whose deadline was pushed beyond that slot are re-filed a chunk at
+// a time, paced to finish within the first half of the time left before the slot comes due.
+// Visits only move nodes whose deadline lies after the slot (to later slots: nothing moves
+// earlier, so exactness does not depend on them), and a slot is visited only while at least a
+// quarter of its nodes were pushed, so expiry of timers that were never pushed reads no node
+// twice. What still re-files at once is what was not pushed: deadlines genuinely in the slot.
+void timer_wheel::visit(unsigned level) {
+  constexpr std::uint64_t chunk_min = 64;
+  const unsigned s = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+  const auto id = static_cast<std::uint16_t>(level * slots_per_level + s);
+  visit_state& v = visits_[level];
+  if (v.slot != id) v = visit_state{elapsed_, 0, id};
+  if (elapsed_ < v.next_tick) return;
+  slot& sl = slots_[id];
+  const tick_t start = detail::level_start(elapsed_, level) + s * detail::slot_span(level);
+  const tick_t end_tick = start + detail::slot_span(level);
+  const tick_t left = start - elapsed_;  // >= 1: every occupied slot starts after elapsed_
+  const std::size_t size = sl.entries.size();
+  if (v.cursor >= size || std::uint64_t{sl.pushed} * 4 < sl.live) {
+    v.next_tick = elapsed_ + (left / 16 > 0 ? left / 16 : 1);
+    return;
+  }
+  const std::uint64_t remaining = size - v.cursor;
+  const std::uint64_t per_tick = (remaining * 2 + left - 1) / left;
+  std::uint64_t chunk = per_tick;
+  tick_t gap = 1;
+  if (per_tick < chunk_min) {
+    chunk = remaining < chunk_min ? remaining : chunk_min;
+    gap = chunk * left / (2 * remaining);
+    if (gap == 0) gap = 1;
+  }
+  v.next_tick = elapsed_ + gap;
+  const std::size_t stop = v.cursor + chunk < size ? v.cursor + chunk : size;
+  for (std::size_t i = v.cursor; i < stop; ++i) {
+    if (i + 16 < stop && !is_hole(sl.entries[i + 16])) __builtin_prefetch(sl.entries[i + 16]);
+    timer_node* n = sl.entries[i];
+    if (is_hole(n) || n->tick_ < end_tick) continue;
+    make_hole(sl, static_cast<std::uint32_t>(i));
+    if (sl.pushed > 0) --sl.pushed;
+    file(*n, n->tick_);  // a later slot, never this one
+    if (--sl.live == 0) {
+      sl.entries.clear();
+      sl.hole = no_hole;
+      sl.pushed = 0;
+      occupied_[level] &= ~(std::uint64_t{1} << s);
+      v = visit_state{};
+      return;
+    }
+  }
+  v.cursor = static_cast<std::uint32_t>(stop);
 }
 
 void timer_wheel::process(const expiration& e, tick_t now) {
@@ -72,6 +140,7 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   occupied_[e.level] &= ~(std::uint64_t{1} << e.slot);
   sl.live = 0;
   sl.hole = no_hole;
+  sl.pushed = 0;
   scratch_.swap(sl.entries);
   elapsed_ = e.tick;
   const std::size_t count = scratch_.size();
@@ -89,9 +158,8 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   scratch_.clear();
 }
 
-std::size_t timer_wheel::advance(clock::time_point now_tp) {
+std::size_t timer_wheel::advance_to(tick_t now) {
   assert(!advancing_ && "advance() called from an expiry callback");
-  const tick_t now = scale_.now_tick(now_tp);
   if (now < elapsed_) return 0;
   advancing_ = true;
   file_staged();
@@ -110,6 +178,9 @@ std::size_t timer_wheel::advance(clock::time_point now_tp) {
     process(*e, now);
   }
   elapsed_ = now;
+  for (unsigned level = 1; level < level_count; ++level)
+    if (occupied_[level] != 0) visit(level);
+  update_next_work();
 
   const std::size_t fired = batch_.fire_all();
   advancing_ = false;

@@ -85,6 +85,7 @@ class timer_wheel {
       }
       if (n.slot_ != overdue_slot && t >= n.tick_) {
         n.tick_ = t;
+        ++slots_[n.slot_].pushed;
         return;
       }
     }
@@ -97,7 +98,14 @@ class timer_wheel {
   // one batch after the wheel is consistent again. Returns how many fired. Timers scheduled by
   // those callbacks with a deadline at or before `now` fire at the next advance, not this one.
   // Precondition: not called from inside an expiry callback.
-  std::size_t advance(clock::time_point now);
+  std::size_t advance(clock::time_point now) {
+    const tick_t t = scale_.now_tick(now);
+    if (t < next_work_ && slots_[staged_slot].live == 0) {  // nothing can be due: O(1)
+      if (t > elapsed_) elapsed_ = t;
+      return 0;
+    }
+    return advance_to(t);
+  }
 
   // The earliest time at which advance() may have work: exact when the earliest timer sits at
   // level 0, otherwise the start of the slot that holds it (where it moves down a level); now()
@@ -131,6 +139,13 @@ class timer_wheel {
     std::vector<timer_node*> entries;  // live nodes and holes
     std::uint32_t live = 0;            // live entries; bitmap bit set iff live > 0
     std::uint32_t hole = no_hole;      // the most recent hole, reused first
+    std::uint32_t pushed = 0;          // lazy pushes of its nodes since filing (an estimate)
+  };
+  // The early visit of one level's next occupied slot (see visit()).
+  struct visit_state {
+    tick_t next_tick = 0;    // the next advance at or after this tick continues the visit
+    std::uint32_t cursor = 0;
+    std::uint16_t slot = 0;  // 0: none yet (level 0 is never visited)
   };
   struct cancelled_entry {
     std::uint32_t pos;
@@ -188,6 +203,7 @@ class timer_wheel {
     if (--sl.live == 0) {
       sl.entries.clear();
       sl.hole = no_hole;
+      sl.pushed = 0;
       if (n.slot_ < wheel_slots)
         occupied_[n.slot_ / detail::slots_per_level] &=
             ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
@@ -221,6 +237,9 @@ class timer_wheel {
   void file_staged();
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
+  std::size_t advance_to(tick_t now);
+  void visit(unsigned level);
+  void update_next_work() noexcept;
 
   tick_scale scale_;
   tick_t elapsed_;
@@ -231,6 +250,11 @@ class timer_wheel {
   std::vector<timer_node*> scratch_;  // the slot being processed, detached
   std::vector<timer_node*> staging_scratch_;
   tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
+  // No advance() to a tick before this has anything to do while nothing is staged: <= the first
+  // tick of every occupied slot and of every pending visit step, elapsed_ while a timer is
+  // overdue. A bound: cancels and lazy pushes do not raise it.
+  tick_t next_work_ = 0;
+  std::array<visit_state, detail::level_count> visits_{};
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;
