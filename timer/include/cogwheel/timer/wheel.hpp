@@ -32,6 +32,7 @@
 #include <optional>
 #include <vector>
 
+#include <cogwheel/timer/detail/entry_slot.hpp>
 #include <cogwheel/timer/detail/expiry_batch.hpp>
 #include <cogwheel/timer/detail/wheel_index.hpp>
 #include <cogwheel/timer/node.hpp>
@@ -129,18 +130,7 @@ class timer_wheel {
   static constexpr std::uint16_t staged_slot = wheel_slots + 1;  // scheduled, not yet filed
   static constexpr std::size_t stage_limit = 256;
 
-  // A hole is an odd value: (index of the next hole << 1) | 1. Node pointers are even.
-  static constexpr std::uint32_t no_hole = ~std::uint32_t{0};
-  static bool is_hole(const timer_node* p) noexcept { return (reinterpret_cast<std::uintptr_t>(p) & 1) != 0; }
-  static timer_node* hole_linking(std::uint32_t next) noexcept {
-    return reinterpret_cast<timer_node*>((std::uintptr_t{next} << 1) | 1);
-  }
-  struct slot {
-    std::vector<timer_node*> entries;  // live nodes and holes
-    std::uint32_t live = 0;            // live entries; bitmap bit set iff live > 0
-    std::uint32_t hole = no_hole;      // the most recent hole, reused first
-    std::uint32_t pushed = 0;          // lazy pushes of its nodes since filing (an estimate)
-  };
+  using slot = detail::entry_slot;
   // The early visit of one level's next occupied slot (see visit()).
   struct visit_state {
     tick_t next_tick = 0;    // the next advance at or after this tick continues the visit
@@ -161,7 +151,7 @@ class timer_wheel {
     n.tick_ = t;
     if (t < min_staged_) min_staged_ = t;
     add_to(staged_slot, n);
-    if (slots_[staged_slot].entries.size() >= stage_limit) file_staged();
+    if (slots_[staged_slot].size >= stage_limit) file_staged();
   }
 
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
@@ -178,19 +168,9 @@ class timer_wheel {
   }
 
   void add_to(std::uint16_t id, timer_node& n) {
-    slot& sl = slots_[id];
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
-    if (sl.hole != no_hole) {
-      const std::uint32_t i = sl.hole;
-      sl.hole = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(sl.entries[i]) >> 1);
-      sl.entries[i] = &n;
-      n.pos_ = i;
-    } else {
-      n.pos_ = static_cast<std::uint32_t>(sl.entries.size());
-      sl.entries.push_back(&n);
-    }
-    ++sl.live;
+    n.pos_ = slots_[id].add(&n, pool_);
   }
 
   // Takes n out of its slot. live, the bitmap and size stay exact at once; for a filed node the
@@ -198,28 +178,26 @@ class timer_wheel {
   // its logged entries are then beyond its size and skipped).
   void unlink(timer_node& n) noexcept {
     slot& sl = slots_[n.slot_];
-    assert(n.pos_ < sl.entries.size() && sl.entries[n.pos_] == &n);
+    assert(n.pos_ < sl.size && sl.at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
-    if (--sl.live == 0) {
-      sl.entries.clear();
-      sl.hole = no_hole;
-      sl.pushed = 0;
+    if (sl.live == 1) {
+      if (n.slot_ == staged_slot) {
+        sl.clear();
+        return;
+      }
+      sl.release(pool_);
       if (n.slot_ < wheel_slots)
         occupied_[n.slot_ / detail::slots_per_level] &=
             ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
       return;
     }
+    --sl.live;
     if (n.slot_ == staged_slot) {  // hot, and stage() reuses its holes without a flush
-      make_hole(sl, n.pos_);
+      sl.make_hole(n.pos_);
       return;
     }
     cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
     if (cancel_count_ == cancel_log_.size()) flush_cancels();
-  }
-
-  static void make_hole(slot& sl, std::uint32_t pos) noexcept {
-    sl.entries[pos] = hole_linking(sl.hole);
-    sl.hole = pos;
   }
 
   // Applies the logged cancels. Invariant that makes the log safe: between a cancel and this
@@ -229,7 +207,7 @@ class timer_wheel {
     for (std::uint32_t i = 0; i < cancel_count_; ++i) {
       const cancelled_entry c = cancel_log_[i];
       slot& sl = slots_[c.slot];
-      if (c.pos < sl.entries.size()) make_hole(sl, c.pos);
+      if (c.pos < sl.size) sl.make_hole(c.pos);
     }
     cancel_count_ = 0;
   }
@@ -246,9 +224,9 @@ class timer_wheel {
   std::size_t size_ = 0;
   bool advancing_ = false;
   std::array<std::uint64_t, detail::level_count> occupied_{};
+  detail::block_pool pool_;            // declared before the slots: outlives their blocks
   std::array<slot, wheel_slots + 2> slots_;
-  std::vector<timer_node*> scratch_;  // the slot being processed, detached
-  std::vector<timer_node*> staging_scratch_;
+  slot scratch_;                      // the slot being processed or filed, detached
   tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
   // No advance() to a tick before this has anything to do while nothing is staged: <= the first
   // tick of every occupied slot and of every pending visit step, elapsed_ while a timer is
