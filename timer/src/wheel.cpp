@@ -12,6 +12,7 @@ timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
     : scale_(tick), elapsed_(scale_.now_tick(start)) {}
 
 timer_wheel::~timer_wheel() {
+  if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_destroy; });
   flush_cancels();
   for (slot& sl : slots_)
     sl.for_each([](timer_node* n) { n->state_ = timer_node::state::idle; });
@@ -54,6 +55,7 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
 }
 
 void timer_wheel::file_staged() {
+  if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();
   slots_[staged_slot].detach(scratch_);
   min_staged_ = ~tick_t{0};
@@ -121,8 +123,10 @@ void timer_wheel::visit(unsigned level) {
     sl.make_hole(i);
     --sl.live;
     if (sl.pushed > 0) --sl.pushed;
+    detail::cover([](detail::wheel_coverage& c) { ++c.visit_moves; });
     file(*n, n->tick_);  // a later slot, never this one
     if (sl.live == 0) {
+      detail::cover([](detail::wheel_coverage& c) { ++c.visit_emptied; });
       sl.release(pool_);
       occupied_[level] &= ~(std::uint64_t{1} << s);
       v = visit_state{};
@@ -137,6 +141,7 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   // lands on a lower level; one pushed later lands on a later slot), never back into this one.
   slot& sl = slots_[e.level * slots_per_level + e.slot];
   occupied_[e.level] &= ~(std::uint64_t{1} << e.slot);
+  detail::cover([&e](detail::wheel_coverage& c) { ++c.processed[e.level]; });
   sl.detach(scratch_);
   elapsed_ = e.tick;
   const std::uint32_t count = scratch_.size;
@@ -159,6 +164,8 @@ std::size_t timer_wheel::advance_to(tick_t now) {
   assert(!advancing_ && "advance() called from an expiry callback");
   if (now < elapsed_) return 0;
   advancing_ = true;
+  if (slots_[staged_slot].live > 0)
+    detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_advance; });
   file_staged();
 
   slot& overdue = slots_[overdue_slot];

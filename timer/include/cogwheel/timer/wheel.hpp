@@ -34,6 +34,7 @@
 
 #include <cogwheel/timer/detail/entry_slot.hpp>
 #include <cogwheel/timer/detail/expiry_batch.hpp>
+#include <cogwheel/timer/detail/wheel_coverage.hpp>
 #include <cogwheel/timer/detail/wheel_index.hpp>
 #include <cogwheel/timer/node.hpp>
 #include <cogwheel/timer/ticks.hpp>
@@ -64,6 +65,7 @@ class timer_wheel {
       case timer_node::state::idle:
         return false;
       case timer_node::state::due:
+        detail::cover([](detail::wheel_coverage& c) { ++c.due_cancels; });
         batch_.remove(n);
         return true;
       case timer_node::state::queued:
@@ -87,6 +89,7 @@ class timer_wheel {
       if (n.slot_ != overdue_slot && t >= n.tick_) {
         n.tick_ = t;
         ++slots_[n.slot_].pushed;
+        detail::cover([](detail::wheel_coverage& c) { ++c.lazy_pushes; });
         return;
       }
     }
@@ -102,6 +105,7 @@ class timer_wheel {
   std::size_t advance(clock::time_point now) {
     const tick_t t = scale_.now_tick(now);
     if (t < next_work_ && slots_[staged_slot].live == 0) {  // nothing can be due: O(1)
+      detail::cover([](detail::wheel_coverage& c) { ++c.fast_advances; });
       if (t > elapsed_) elapsed_ = t;
       return 0;
     }
@@ -113,6 +117,13 @@ class timer_wheel {
   // when a timer is already overdue. Never later than the earliest deadline or now(), whichever
   // is later. nullopt when empty. O(levels).
   std::optional<clock::time_point> next_deadline() const noexcept;
+
+  // Checks every internal invariant (bitmaps against slot occupancy, each node's slot and index,
+  // no node filed behind the wheel's time or after its deadline's slot, the hole stacks, the
+  // staging area, the cancel log, the block pool, the O(1) advance bound). O(pending + slots),
+  // for tests: returns nullptr when the wheel is consistent, else what is broken. Must not be
+  // called from an expiry callback.
+  const char* invariant_violation() const noexcept;
 
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
@@ -151,7 +162,10 @@ class timer_wheel {
     n.tick_ = t;
     if (t < min_staged_) min_staged_ = t;
     add_to(staged_slot, n);
-    if (slots_[staged_slot].size >= stage_limit) file_staged();
+    if (slots_[staged_slot].size >= stage_limit) {
+      detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_full; });
+      file_staged();
+    }
   }
 
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
@@ -163,6 +177,9 @@ class timer_wheel {
       const unsigned s = detail::slot_for(t, level);
       id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
       occupied_[level] |= std::uint64_t{1} << s;
+      detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
+    } else {
+      detail::cover([](detail::wheel_coverage& c) { ++c.filed_overdue; });
     }
     add_to(id, n);
   }
@@ -197,7 +214,10 @@ class timer_wheel {
       return;
     }
     cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
-    if (cancel_count_ == cancel_log_.size()) flush_cancels();
+    if (cancel_count_ == cancel_log_.size()) {
+      detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_full; });
+      flush_cancels();
+    }
   }
 
   // Applies the logged cancels. Invariant that makes the log safe: between a cancel and this

@@ -52,6 +52,7 @@ class block_pool {
   void give(entry_block* b) noexcept { free_.push_back(b); }
 
   std::size_t allocated() const noexcept { return allocated_; }
+  std::size_t free_count() const noexcept { return free_.size(); }
   std::size_t memory_bytes() const noexcept {
     return allocated_ * sizeof(entry_block) + free_.capacity() * sizeof(entry_block*);
   }
