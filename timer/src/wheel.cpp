@@ -12,6 +12,7 @@ timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
     : scale_(tick), elapsed_(scale_.now_tick(start)) {}
 
 timer_wheel::~timer_wheel() {
+  for (std::uint32_t i = 0; i < staged_count_; ++i) staged_[i]->state_ = timer_node::state::idle;
   if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_destroy; });
   flush_cancels();
   for (slot& sl : slots_)
@@ -46,7 +47,7 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
   if (slots_[overdue_slot].live > 0) return scale_.time_of(elapsed_);
   std::optional<tick_t> next;
   if (auto e = next_expiration()) next = e->tick;
-  if (slots_[staged_slot].live > 0) {
+  if (staged_count_ > 0) {
     const tick_t staged = min_staged_ > elapsed_ ? min_staged_ : elapsed_;
     if (!next || staged < *next) next = staged;
   }
@@ -57,10 +58,10 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
 void timer_wheel::file_staged() {
   if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();
-  slots_[staged_slot].detach(scratch_);
   min_staged_ = ~tick_t{0};
-  scratch_.for_each([this](timer_node* n) { file(*n, n->tick_); });
-  scratch_.release(pool_);
+  const std::uint32_t count = staged_count_;
+  staged_count_ = 0;
+  for (std::uint32_t i = 0; i < count; ++i) file(*staged_[i], staged_[i]->tick_);
   update_next_work();
 }
 
@@ -164,7 +165,7 @@ std::size_t timer_wheel::advance_to(tick_t now) {
   assert(!advancing_ && "advance() called from an expiry callback");
   if (now < elapsed_) return 0;
   advancing_ = true;
-  if (slots_[staged_slot].live > 0)
+  if (staged_count_ > 0)
     detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_advance; });
   file_staged();
 

@@ -60,7 +60,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
         if (!earliest_start || start < *earliest_start) earliest_start = start;
       }
     }
-    if (sl.live == 0 && sl.size != 0 && id != staged_slot)
+    if (sl.live == 0 && sl.size != 0)
       return "an empty slot kept entries";
     if (sl.size == 0) {
       if (sl.hole != detail::no_hole) return "an empty slot has a hole";
@@ -91,22 +91,28 @@ const char* timer_wheel::invariant_violation() const noexcept {
       if (wheel_slot) {
         if (n->tick_ <= elapsed_) return "a filed node's deadline is at or behind the wheel's time";
         if (n->tick_ < start) return "a node is filed in a slot that comes due after its deadline";
-      } else if (id == staged_slot && n->tick_ < min_staged_) {
-        return "a staged deadline is below the staging bound";
       }
     }
     if (hole_entries != holes) return "a hole is missing from its slot's hole stack";
     if (pointers != sl.live + static_cast<std::uint32_t>(here.second - here.first))
       return "a slot's live count disagrees with its entries and logged cancels";
   }
+  if (staged_count_ >= stage_limit) return "the staging area is full and was not filed";
+  for (std::uint32_t i = 0; i < staged_count_; ++i) {
+    const timer_node* n = staged_[i];
+    if (n->state_ != timer_node::state::queued || n->slot_ != staged_slot || n->pos_ != i)
+      return "a staged node's state, slot or index does not round-trip";
+    if (n->tick_ < min_staged_) return "a staged deadline is below the staging bound";
+  }
+  live_total += staged_count_;
   if (live_total != size_) return "size() disagrees with the slots' live counts";
   if (pool_.allocated() != blocks_in_use + pool_.free_count())
     return "the block pool lost or duplicated a block";
 
   // The O(1) path of advance() may skip ticks before next_work_ only if nothing is due there.
-  if (slots_[overdue_slot].live > 0 && next_work_ > elapsed_ && slots_[staged_slot].live == 0)
+  if (slots_[overdue_slot].live > 0 && next_work_ > elapsed_ && staged_count_ == 0)
     return "a timer is overdue but advance() would take the O(1) path";
-  if (earliest_start && next_work_ > *earliest_start && slots_[staged_slot].live == 0)
+  if (earliest_start && next_work_ > *earliest_start && staged_count_ == 0)
     return "advance() would skip a slot that comes due";
   return nullptr;
 }

@@ -69,7 +69,10 @@ class timer_wheel {
         batch_.remove(n);
         return true;
       case timer_node::state::queued:
-        unlink(n);
+        if (n.slot_ == staged_slot)
+          unstage(n);
+        else
+          unlink(n);
         --size_;
         return true;
     }
@@ -104,7 +107,7 @@ class timer_wheel {
   // Precondition: not called from inside an expiry callback.
   std::size_t advance(clock::time_point now) {
     const tick_t t = scale_.now_tick(now);
-    if (t < next_work_ && slots_[staged_slot].live == 0) {  // nothing can be due: O(1)
+    if (t < next_work_ && staged_count_ == 0) {  // nothing can be due: O(1)
       detail::cover([](detail::wheel_coverage& c) { ++c.fast_advances; });
       if (t > elapsed_) elapsed_ = t;
       return 0;
@@ -158,11 +161,15 @@ class timer_wheel {
     tick_t tick;  // first tick of the slot
   };
 
+  // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
     n.tick_ = t;
     if (t < min_staged_) min_staged_ = t;
-    add_to(staged_slot, n);
-    if (slots_[staged_slot].size >= stage_limit) {
+    n.state_ = timer_node::state::queued;
+    n.slot_ = staged_slot;
+    n.pos_ = staged_count_;
+    staged_[staged_count_++] = &n;
+    if (staged_count_ == stage_limit) {
       detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_full; });
       file_staged();
     }
@@ -198,10 +205,6 @@ class timer_wheel {
     assert(n.pos_ < sl.size && sl.at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
     if (sl.live == 1) {
-      if (n.slot_ == staged_slot) {
-        sl.clear();
-        return;
-      }
       sl.release(pool_);
       if (n.slot_ < wheel_slots)
         occupied_[n.slot_ / detail::slots_per_level] &=
@@ -209,10 +212,6 @@ class timer_wheel {
       return;
     }
     --sl.live;
-    if (n.slot_ == staged_slot) {  // hot, and stage() reuses its holes without a flush
-      sl.make_hole(n.pos_);
-      return;
-    }
     cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
     if (cancel_count_ == cancel_log_.size()) {
       detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_full; });
@@ -232,6 +231,15 @@ class timer_wheel {
     cancel_count_ = 0;
   }
 
+  // Takes a staged node out: the last staged node (hot: it was just staged) fills its place.
+  void unstage(timer_node& n) noexcept {
+    assert(n.pos_ < staged_count_ && staged_[n.pos_] == &n);
+    n.state_ = timer_node::state::idle;
+    timer_node* last = staged_[--staged_count_];
+    staged_[n.pos_] = last;
+    last->pos_ = n.pos_;
+  }
+
   void file_staged();
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
@@ -245,8 +253,10 @@ class timer_wheel {
   bool advancing_ = false;
   std::array<std::uint64_t, detail::level_count> occupied_{};
   detail::block_pool pool_;            // declared before the slots: outlives their blocks
-  std::array<slot, wheel_slots + 2> slots_;
+  std::array<slot, wheel_slots + 1> slots_;  // the wheel's slots, then the overdue list
   slot scratch_;                      // the slot being processed or filed, detached
+  std::uint32_t staged_count_ = 0;
+  std::array<timer_node*, stage_limit> staged_;  // scheduled, not yet filed
   tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
   // No advance() to a tick before this has anything to do while nothing is staged: <= the first
   // tick of every occupied slot and of every pending visit step, elapsed_ while a timer is

@@ -95,9 +95,7 @@ struct entry_slot {
       e = n;
       return i;
     }
-    // blocks.size() >= ceil(size / 256): a slot emptied by clear() keeps its blocks.
-    if ((size & (block_entries - 1)) == 0 && (size >> block_bits) == blocks.size())
-      blocks.push_back(pool.take());
+    if ((size & (block_entries - 1)) == 0) blocks.push_back(pool.take());  // ceil(size / 256)
     const std::uint32_t i = size++;
     at(i) = n;
     return i;
@@ -106,14 +104,6 @@ struct entry_slot {
   void make_hole(std::uint32_t i) noexcept {
     at(i) = hole_linking(hole);
     hole = i;
-  }
-
-  // Empties the slot and keeps its blocks (for a slot that refills at once: the staging area).
-  void clear() noexcept {
-    size = 0;
-    live = 0;
-    hole = no_hole;
-    pushed = 0;
   }
 
   // Empties the slot and returns its blocks to the pool.
