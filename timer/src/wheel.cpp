@@ -83,9 +83,25 @@ void timer_wheel::update_next_work() noexcept {
 // slot is still ahead, nodes whose deadline was pushed beyond that slot are re-filed a chunk at
 // a time, paced to finish within the first half of the time left before the slot comes due.
 // Visits only move nodes whose deadline lies after the slot (to later slots: nothing moves
-// earlier, so exactness does not depend on them), and a slot is visited only while at least a
-// quarter of its nodes were pushed, so expiry of timers that were never pushed reads no node
-// twice. What still re-files at once is what was not pushed: deadlines genuinely in the slot.
+// earlier, so exactness does not depend on them). A pass over a slot starts only when at least
+// a quarter of a sample of its nodes (8, evenly spaced) were pushed beyond it, so expiry of
+// timers that were never pushed reads almost no node twice. What still re-files at once when
+// the slot comes due is what was not pushed: deadlines genuinely in the slot.
+// Whether at least a quarter of 8 evenly spaced live entries have a deadline at or after
+// `end_tick` (the slot's end): reads up to 8 nodes.
+bool timer_wheel::mostly_pushed(slot& sl, tick_t end_tick) noexcept {
+  constexpr std::uint32_t samples = 8;
+  std::uint32_t seen = 0;
+  std::uint32_t pushed = 0;
+  for (std::uint32_t k = 0; k < samples; ++k) {
+    const timer_node* n = sl.at(static_cast<std::uint32_t>(std::uint64_t{k} * sl.size / samples));
+    if (detail::is_hole(n)) continue;
+    ++seen;
+    if (n->tick_ >= end_tick) ++pushed;
+  }
+  return pushed > 0 && pushed * 4 >= seen;
+}
+
 void timer_wheel::visit(unsigned level) {
   constexpr std::uint64_t chunk_min = 64;
   const unsigned s = static_cast<unsigned>(std::countr_zero(occupied_[level]));
@@ -98,7 +114,7 @@ void timer_wheel::visit(unsigned level) {
   const tick_t end_tick = start + detail::slot_span(level);
   const tick_t left = start - elapsed_;  // >= 1: every occupied slot starts after elapsed_
   const std::uint32_t size = sl.size;
-  if (v.cursor >= size || std::uint64_t{sl.pushed} * 4 < sl.live) {
+  if (v.cursor >= size || (v.cursor == 0 && !mostly_pushed(sl, end_tick))) {
     v.next_tick = elapsed_ + (left / 16 > 0 ? left / 16 : 1);
     return;
   }
@@ -123,7 +139,6 @@ void timer_wheel::visit(unsigned level) {
     if (detail::is_hole(n) || n->tick_ < end_tick) continue;
     sl.make_hole(i);
     --sl.live;
-    if (sl.pushed > 0) --sl.pushed;
     detail::cover([](detail::wheel_coverage& c) { ++c.visit_moves; });
     file(*n, n->tick_);  // a later slot, never this one
     if (sl.live == 0) {

@@ -91,7 +91,6 @@ class timer_wheel {
       }
       if (n.slot_ != overdue_slot && t >= n.tick_) {
         n.tick_ = t;
-        ++slots_[n.slot_].pushed;
         detail::cover([](detail::wheel_coverage& c) { ++c.lazy_pushes; });
         return;
       }
@@ -245,6 +244,7 @@ class timer_wheel {
   void process(const expiration& e, tick_t now);
   std::size_t advance_to(tick_t now);
   void visit(unsigned level);
+  static bool mostly_pushed(slot& sl, tick_t end_tick) noexcept;
   void update_next_work() noexcept;
 
   tick_scale scale_;

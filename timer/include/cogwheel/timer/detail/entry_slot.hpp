@@ -79,7 +79,6 @@ struct entry_slot {
   std::uint32_t size = 0;            // entries in use: live nodes and holes
   std::uint32_t live = 0;            // live entries; the wheel's bitmap bit is set iff live > 0
   std::uint32_t hole = no_hole;      // the most recent hole, reused first
-  std::uint32_t pushed = 0;          // lazy pushes of its nodes since filing (an estimate)
 
   timer_node*& at(std::uint32_t i) noexcept {
     return blocks[i >> block_bits]->entries[i & (block_entries - 1)];
@@ -113,7 +112,6 @@ struct entry_slot {
     size = 0;
     live = 0;
     hole = no_hole;
-    pushed = 0;
   }
 
   // Moves the slot's entries to `into` (which must be empty) and leaves the slot empty.
@@ -125,7 +123,6 @@ struct entry_slot {
     size = 0;
     live = 0;
     hole = no_hole;
-    pushed = 0;
   }
 
   // Calls f(node) for every live entry, in index order.
