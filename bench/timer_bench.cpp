@@ -192,32 +192,11 @@ void check_size(benchmark::State& state, const population<Queue>& p) {
 }
 
 // Cancel a random pending timer and schedule it again 1..60000 ms ahead. N stays constant.
-template <class Queue>
-void churn(benchmark::State& state, std::size_t n) {
-  population<Queue>& p = pending<Queue>(n);
-  const draw_table& d = draws();
-  auto* const nodes = p.nodes.get();
-  Queue& q = p.queue;
-  const time_point now = q.now();
-  std::size_t j = p.cursor;
-  for (auto _ : state) {
-    auto& t = nodes[node_index(d.pick[j], n)];
-    q.cancel(t.node);
-    t.deadline = now + d.delay[j];
-    q.schedule(t.node, t.deadline);
-    j = (j + 1) & draw_table::mask;
-  }
-  p.cursor = j;
-  state.SetItemsProcessed(state.iterations());
-  report_bytes(state, p);
-  check_size(state, p);
-}
-
-// churn on a node that was just touched (its coroutine frame was resumed by a completion, so it
-// is in cache): the node is prefetched for writing hot_distance iterations ahead, and only the
+// With `hot`, the node was just touched (its coroutine frame was resumed by a completion, so it
+// is in cache): it is prefetched for writing hot_distance iterations ahead, and only the
 // queue's own structures (slot entries, list neighbours, heap array) can be cold.
-template <class Queue>
-void churn_hot(benchmark::State& state, std::size_t n) {
+template <class Queue, bool hot>
+void churn_loop(benchmark::State& state, std::size_t n) {
   constexpr std::size_t hot_distance = 16;
   population<Queue>& p = pending<Queue>(n);
   const draw_table& d = draws();
@@ -226,7 +205,8 @@ void churn_hot(benchmark::State& state, std::size_t n) {
   const time_point now = q.now();
   std::size_t j = p.cursor;
   for (auto _ : state) {
-    __builtin_prefetch(&nodes[node_index(d.pick[(j + hot_distance) & draw_table::mask], n)], 1);
+    if constexpr (hot)
+      __builtin_prefetch(&nodes[node_index(d.pick[(j + hot_distance) & draw_table::mask], n)], 1);
     auto& t = nodes[node_index(d.pick[j], n)];
     q.cancel(t.node);
     t.deadline = now + d.delay[j];
@@ -235,7 +215,18 @@ void churn_hot(benchmark::State& state, std::size_t n) {
   }
   p.cursor = j;
   state.SetItemsProcessed(state.iterations());
+  if constexpr (!hot) report_bytes(state, p);
   check_size(state, p);
+}
+
+template <class Queue>
+void churn(benchmark::State& state, std::size_t n) {
+  churn_loop<Queue, false>(state, n);
+}
+
+template <class Queue>
+void churn_hot(benchmark::State& state, std::size_t n) {
+  churn_loop<Queue, true>(state, n);
 }
 
 // Schedule one more timer (a spare node, hot in cache as a just-created awaiter would be) at a

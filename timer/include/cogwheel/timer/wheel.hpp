@@ -2,16 +2,23 @@
 // level) with O(1) schedule, cancel and reschedule, and batched advance whose cost follows the
 // occupied slots it visits and the timers it expires, never the ticks that elapsed.
 //
-// Slots are vectors of node pointers rather than intrusive lists: a node knows its index, so
+// Slots are arrays of node pointers rather than intrusive lists: a node knows its index, so
 // cancel touches only the node and its own entry, never list neighbours, which at a million
 // timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
 // the slot's next insert reuses (the holes form a stack threaded through the entries), so
-// entries never move, no node's index is ever rewritten, and a slot's storage is bounded by its
-// peak population. Capacity is kept once grown, so a wheel in steady state allocates nothing.
+// entries never move and no node's index is ever rewritten. A slot's entries live in 2 KiB
+// blocks from one pool per wheel (detail/entry_slot.hpp): no slot ever copies itself to grow,
+// and a wheel in steady state allocates nothing.
 //
-// schedule() only stages a node (an append to a small array); staged nodes are filed into
+// schedule() only stages a node (an append to an array of 256); staged nodes are filed into
 // their slots by the next advance() or when 256 have accumulated. A timeout scheduled and
 // cancelled within one loop iteration, the common case, so never touches a wheel slot.
+//
+// A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
+// pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
+// visits each level's next occupied slot a chunk at a time before it is due and re-files the
+// nodes already pushed beyond it (wheel.cpp, visit()); no single advance() then re-files more
+// than a chunk, and an advance() with nothing due is O(1).
 //
 // cancel() of a filed node touches only the node and the slot's header: the write that turns
 // its slot entry into a hole is logged (slot, index) and applied in a batch before anything
