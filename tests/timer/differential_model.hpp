@@ -92,6 +92,8 @@ struct driver_settings {
   // No choice depends on the queue (advances aim at the model's earliest deadline, not the
   // queue's next_deadline()), so a wheel and a heap driven by equal sources see one stream.
   bool lockstep = false;
+  // timer_wheel::set_visit_min_live: the pools here are small, so most runs lower it.
+  std::uint32_t visit_min_live = 512;
 };
 
 // Draws a start time, a pool size among `pool_sizes` and an operation mix.
@@ -117,6 +119,8 @@ driver_settings draw_settings(Source& src, clock::duration tick,
   s.cancel_weight = m.cancel;
   s.reschedule_weight = m.reschedule;
   s.jump_permille = m.jump;
+  static constexpr std::uint32_t visit_thresholds[] = {1, 4, 16, 512};
+  s.visit_min_live = visit_thresholds[src.below(std::size(visit_thresholds))];
   switch (src.below(6)) {
     case 0: s.start = at(0); break;
     case 1: s.start = at(-static_cast<ns_t>(src.bits(40))); break;           // before the epoch
@@ -176,7 +180,7 @@ class differential_driver {
       pool_[i].owner = this;
       pool_[i].set_on_expire(&on_expire);
     }
-    queue_.emplace(s.tick, s.start);
+    emplace_queue();
     fired_.reserve(s.nodes);
     due_flag_.assign(s.nodes, 0);
   }
@@ -325,10 +329,15 @@ class differential_driver {
     if (!destroy_queue()) return false;
     const driver_settings s = draw_settings(src, settings_.tick, {settings_.nodes});
     settings_.start = s.start;
-    queue_.emplace(settings_.tick, settings_.start);
+    emplace_queue();
     model_ = reference_model(settings_.tick.count(), ns_of(settings_.start), settings_.nodes);
     now_ = cluster_ = ns_of(settings_.start);
     return check_size() && check_next_deadline() && check_invariants();
+  }
+
+  void emplace_queue() {
+    queue_.emplace(settings_.tick, settings_.start);
+    if constexpr (std::is_same_v<Queue, timer_wheel>) queue_->set_visit_min_live(settings_.visit_min_live);
   }
 
   bool destroy_queue() {

@@ -66,14 +66,16 @@ void timer_wheel::file_staged() {
 }
 
 void timer_wheel::update_next_work() noexcept {
+  tick_t visit = ~tick_t{0};
+  for (unsigned level = 1; level < level_count; ++level)
+    if (occupied_[level] != 0 && visits_[level].next_tick < visit) visit = visits_[level].next_tick;
+  next_visit_ = visit;
   if (slots_[overdue_slot].live > 0) {
     next_work_ = elapsed_;
     return;
   }
-  tick_t next = ~tick_t{0};
-  if (auto e = next_expiration()) next = e->tick;
-  for (unsigned level = 1; level < level_count; ++level)
-    if (occupied_[level] != 0 && visits_[level].next_tick < next) next = visits_[level].next_tick;
+  tick_t next = visit;
+  if (auto e = next_expiration(); e && e->tick < next) next = e->tick;
   next_work_ = next;
 }
 
@@ -86,7 +88,9 @@ void timer_wheel::update_next_work() noexcept {
 // earlier, so exactness does not depend on them). A pass over a slot starts only when at least
 // a quarter of a sample of its nodes (8, evenly spaced) were pushed beyond it, so expiry of
 // timers that were never pushed reads almost no node twice. What still re-files at once when
-// the slot comes due is what was not pushed: deadlines genuinely in the slot.
+// the slot comes due is what was not pushed: deadlines genuinely in the slot. Slots of fewer
+// than 512 nodes are not visited (re-filing them whole is cheap), so a wheel with few timers
+// keeps taking the O(1) path of advance().
 // Whether at least a quarter of 8 evenly spaced live entries have a deadline at or after
 // `end_tick` (the slot's end): reads up to 8 nodes.
 bool timer_wheel::mostly_pushed(slot& sl, tick_t end_tick) noexcept {
@@ -114,8 +118,12 @@ void timer_wheel::visit(unsigned level) {
   const tick_t end_tick = start + detail::slot_span(level);
   const tick_t left = start - elapsed_;  // >= 1: every occupied slot starts after elapsed_
   const std::uint32_t size = sl.size;
+  if (v.cursor == 0 && sl.live < visit_min_live_) {  // re-filed at once when due: cheap enough
+    v.next_tick = elapsed_ + (left / 2 > 0 ? left / 2 : 1);  // look again if it grew
+    return;
+  }
   if (v.cursor >= size || (v.cursor == 0 && !mostly_pushed(sl, end_tick))) {
-    v.next_tick = elapsed_ + (left / 16 > 0 ? left / 16 : 1);
+    v.next_tick = elapsed_ + (left / 8 > 0 ? left / 8 : 1);
     return;
   }
   const std::uint64_t remaining = size - v.cursor;
@@ -161,10 +169,13 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   sl.detach(scratch_);
   elapsed_ = e.tick;
   const std::uint32_t count = scratch_.size;
+  detail::entry_block* const* blocks = scratch_.blocks.data();  // scratch_ is not touched below
+  const auto entry = [blocks](std::uint32_t i) {
+    return blocks[i >> detail::block_bits]->entries[i & (detail::block_entries - 1)];
+  };
   for (std::uint32_t i = 0; i < count; ++i) {
-    if (i + 64 < count && !detail::is_hole(scratch_.at(i + 64)))
-      __builtin_prefetch(scratch_.at(i + 64), 1);
-    timer_node* n = scratch_.at(i);
+    if (i + 64 < count && !detail::is_hole(entry(i + 64))) __builtin_prefetch(entry(i + 64), 1);
+    timer_node* n = entry(i);
     if (detail::is_hole(n)) continue;
     if (n->tick_ <= now) {
       --size_;
@@ -195,8 +206,9 @@ std::size_t timer_wheel::advance_to(tick_t now) {
     process(*e, now);
   }
   elapsed_ = now;
-  for (unsigned level = 1; level < level_count; ++level)
-    if (occupied_[level] != 0) visit(level);
+  if (elapsed_ >= next_visit_)
+    for (unsigned level = 1; level < level_count; ++level)
+      if (occupied_[level] != 0) visit(level);
   update_next_work();
 
   const std::size_t fired = batch_.fire_all();

@@ -134,6 +134,10 @@ class timer_wheel {
   // called from an expiry callback.
   const char* invariant_violation() const noexcept;
 
+  // Slots holding fewer timers than this are not visited early (re-filing 512 at once costs
+  // ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
+  void set_visit_min_live(std::uint32_t n) noexcept { visit_min_live_ = n; }
+
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   clock::duration tick() const noexcept { return scale_.tick(); }
@@ -270,6 +274,8 @@ class timer_wheel {
   // overdue. A bound: cancels and lazy pushes do not raise it.
   tick_t next_work_ = 0;
   std::array<visit_state, detail::level_count> visits_{};
+  tick_t next_visit_ = 0;
+  std::uint32_t visit_min_live_ = 512;  // no visit step is due before this tick (the least next_tick)
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;
