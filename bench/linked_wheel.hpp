@@ -1,6 +1,7 @@
 // linked_wheel: the textbook hierarchical timing wheel that timer_bench measures the library
 // against, rows <op>/linked/<N>. A benchmark reference, not a library part: no destructor
-// checks, no expiry batch, callbacks run inline while the wheel is advancing.
+// checks, no expiry batch; callbacks run inline while the wheel is advancing and must not touch
+// the wheel (timer_bench's are null).
 //
 // Same geometry and index maths as timer_wheel (11 levels x 64 slots, one occupancy bitmap word
 // per level, detail::wheel_index.hpp), same tick conversion (tick_scale), and exact cascading:
