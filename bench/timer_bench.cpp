@@ -14,6 +14,7 @@
 // timed. Random choices in timed loops are loads from precomputed tables, not PRNG calls.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -29,12 +30,16 @@
 #include <cogwheel/timer/node.hpp>
 #include <cogwheel/timer/wheel.hpp>
 
+#include "linked_wheel.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
 using cogwheel::timer::timer_heap;
 using cogwheel::timer::timer_node;
 using cogwheel::timer::timer_wheel;
+using cogwheel_bench::linked_node;
+using cogwheel_bench::linked_wheel;
 using time_point = cogwheel::timer::clock::time_point;
 using duration = cogwheel::timer::clock::duration;
 
@@ -93,19 +98,33 @@ inline std::size_t node_index(std::uint32_t pick, std::size_t n) noexcept {
   return static_cast<std::size_t>((std::uint64_t{pick} * n) >> 32);
 }
 
+// The node type each queue links.
+template <class Queue>
+struct node_of {
+  using type = timer_node;
+};
+template <>
+struct node_of<linked_wheel> {
+  using type = linked_node;
+};
+
 // What a timer's owner looks like to the queue: a node and the deadline it was given.
+template <class Node>
 struct alignas(32) bench_timer {
-  timer_node node;
+  Node node;
   time_point deadline{};
 };
-static_assert(sizeof(bench_timer) == 32, "two bench_timers per cache line");
+static_assert(sizeof(bench_timer<timer_node>) == 32, "two bench_timers per cache line");
+static_assert(sizeof(bench_timer<linked_node>) == 32, "the reference gets the same layout");
 
 // N nodes and one queue. Deadlines and the schedule order depend only on N, so the wheel and
 // the heap get identical work.
 template <class Queue>
 struct population {
+  using timer = bench_timer<typename node_of<Queue>::type>;
+
   explicit population(std::size_t n)
-      : size(n), nodes(new bench_timer[n]), order(n), rng{0x5eed0000 + n} {
+      : size(n), nodes(new timer[n]), order(n), rng{0x5eed0000 + n} {
     std::iota(order.begin(), order.end(), std::uint32_t{0});
     for (std::size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
   }
@@ -115,7 +134,7 @@ struct population {
   void schedule_all() {
     const time_point now = queue.now();
     for (const std::uint32_t i : order) {
-      bench_timer& t = nodes[i];
+      timer& t = nodes[i];
       t.deadline = now + std::chrono::milliseconds(1 + rng.below(spread_ms));
       queue.schedule(t.node, t.deadline);
     }
@@ -126,10 +145,10 @@ struct population {
   }
 
   std::size_t size;
-  std::unique_ptr<bench_timer[]> nodes;
+  std::unique_ptr<timer[]> nodes;
   std::vector<std::uint32_t> order;  // a random permutation of 0..N-1: the schedule order
   splitmix64 rng;
-  bench_timer spare;                 // schedule_cancel's fresh timer, never one of the N
+  timer spare;                       // schedule_cancel's fresh timer, never one of the N
   // Declared after every node, so destroyed first: its destructor leaves the nodes idle.
   Queue queue{1ms, start_time};
   std::size_t cursor = 0;            // the next entry of draws() to use
@@ -159,22 +178,36 @@ population<Queue>& expiry_bed(std::size_t n) {
   return *p;
 }
 
+// Node plus the queue's share of its own memory, per pending timer (churn rows report it).
+template <class Queue>
+void report_bytes(benchmark::State& state, const population<Queue>& p) {
+  state.counters["bytes_per_timer"] =
+      static_cast<double>(sizeof(typename node_of<Queue>::type)) +
+      static_cast<double>(p.queue.memory_bytes()) / static_cast<double>(p.size);
+}
+
 template <class Queue>
 void check_size(benchmark::State& state, const population<Queue>& p) {
   if (p.queue.size() != p.size) state.SkipWithError("the queue lost or gained timers");
 }
 
 // Cancel a random pending timer and schedule it again 1..60000 ms ahead. N stays constant.
-template <class Queue>
-void churn(benchmark::State& state, std::size_t n) {
+// With `hot`, the node was just touched (its coroutine frame was resumed by a completion, so it
+// is in cache): it is prefetched for writing hot_distance iterations ahead, and only the
+// queue's own structures (slot entries, list neighbours, heap array) can be cold.
+template <class Queue, bool hot>
+void churn_loop(benchmark::State& state, std::size_t n) {
+  constexpr std::size_t hot_distance = 16;
   population<Queue>& p = pending<Queue>(n);
   const draw_table& d = draws();
-  bench_timer* const nodes = p.nodes.get();
+  auto* const nodes = p.nodes.get();
   Queue& q = p.queue;
   const time_point now = q.now();
   std::size_t j = p.cursor;
   for (auto _ : state) {
-    bench_timer& t = nodes[node_index(d.pick[j], n)];
+    if constexpr (hot)
+      __builtin_prefetch(&nodes[node_index(d.pick[(j + hot_distance) & draw_table::mask], n)], 1);
+    auto& t = nodes[node_index(d.pick[j], n)];
     q.cancel(t.node);
     t.deadline = now + d.delay[j];
     q.schedule(t.node, t.deadline);
@@ -182,7 +215,18 @@ void churn(benchmark::State& state, std::size_t n) {
   }
   p.cursor = j;
   state.SetItemsProcessed(state.iterations());
+  if constexpr (!hot) report_bytes(state, p);
   check_size(state, p);
+}
+
+template <class Queue>
+void churn(benchmark::State& state, std::size_t n) {
+  churn_loop<Queue, false>(state, n);
+}
+
+template <class Queue>
+void churn_hot(benchmark::State& state, std::size_t n) {
+  churn_loop<Queue, true>(state, n);
 }
 
 // Schedule one more timer (a spare node, hot in cache as a just-created awaiter would be) at a
@@ -192,7 +236,7 @@ void schedule_cancel(benchmark::State& state, std::size_t n) {
   population<Queue>& p = pending<Queue>(n);
   const draw_table& d = draws();
   Queue& q = p.queue;
-  timer_node& fresh = p.spare.node;
+  auto& fresh = p.spare.node;
   const time_point now = q.now();
   std::size_t j = p.cursor;
   for (auto _ : state) {
@@ -211,7 +255,7 @@ template <class Queue>
 void reschedule_later(benchmark::State& state, std::size_t n) {
   population<Queue>& p = pending<Queue>(n);
   const draw_table& d = draws();
-  bench_timer* const nodes = p.nodes.get();
+  auto* const nodes = p.nodes.get();
   Queue& q = p.queue;
   std::size_t j = p.cursor;
   std::uint64_t bumps_left = p.bumps_left;
@@ -224,7 +268,7 @@ void reschedule_later(benchmark::State& state, std::size_t n) {
       state.ResumeTiming();
     }
     --bumps_left;
-    bench_timer& t = nodes[node_index(d.pick[j], n)];
+    auto& t = nodes[node_index(d.pick[j], n)];
     t.deadline += d.bump[j];
     q.reschedule(t.node, t.deadline);
     j = (j + 1) & draw_table::mask;
@@ -280,12 +324,101 @@ void expire(benchmark::State& state, std::size_t n) {
   state.counters["ns_per_timer"] = fired == 0 ? 0.0 : timed_ns / static_cast<double>(fired);
 }
 
+// One advance() by one tick with nothing due, as an event loop's iteration that finds no timer
+// expired: one timer pending ~10 years ahead (no slot of it comes due during any run).
+template <class Queue>
+void advance_empty(benchmark::State& state, std::size_t) {
+  population<Queue>& p = expiry_bed<Queue>(1);
+  Queue& q = p.queue;
+  if (p.nodes[0].node.scheduled()) q.cancel(p.nodes[0].node);
+  time_point now = q.now();
+  q.schedule(p.nodes[0].node, now + std::chrono::hours(24 * 3650));
+  for (auto _ : state) {
+    now += 1ms;
+    benchmark::DoNotOptimize(q.advance(now));
+  }
+  q.cancel(p.nodes[0].node);
+  state.SetItemsProcessed(state.iterations());
+}
+
+// N idle connections, each with a 30 s idle deadline that a heartbeat pushes to now + 30 s once
+// a second (in a fixed random order, N / 1000 heartbeats per 1 ms step), the queue advanced 1 ms
+// at a time for 60 s. First deadlines either spread over (1 s, 30 s] or all at 30 s (connections
+// that started together). Nothing ever fires; advance() only re-files pushed-back deadlines.
+//
+// The workload is deterministic, so it is run `runs` times on fresh queues and each step keeps
+// the shortest of its times: a preemption or a host hiccup on this shared VM lands on one run,
+// not on the same step of all three, while a stall the queue causes shows in every run. Reports
+// the p99.9 and the longest single advance() (wall time of that call alone, after that filter),
+// the mean advance() and the mean heartbeat. The iteration's reported time is the sum of the
+// advance() calls of one run.
+template <class Queue>
+void advance_max(benchmark::State& state, std::size_t n, bool together) {
+  using timer = bench_timer<typename node_of<Queue>::type>;
+  using wall = std::chrono::steady_clock;
+  constexpr std::size_t runs = 3;
+  constexpr std::size_t steps = 60'000;
+  constexpr std::size_t beats_per_period = 1'000;  // steps between two heartbeats of one node
+  constexpr duration idle = 30s;
+  std::vector<double> advance_ns(steps, 1e18);
+  double beat_ns = 0;
+  double total_ns = 0;
+  std::uint64_t fired = 0;
+  for (auto _ : state) {
+    for (std::size_t run = 0; run < runs; ++run) {
+      auto nodes = std::make_unique<timer[]>(n);
+      auto q = std::make_unique<Queue>(1ms, start_time);
+      splitmix64 rng{0x1d1e0000 + n};
+      std::vector<std::uint32_t> order(n);
+      std::iota(order.begin(), order.end(), std::uint32_t{0});
+      for (std::size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+      time_point now = q->now();
+      for (const std::uint32_t i : order) {
+        nodes[i].deadline =
+            together ? now + idle : now + idle - std::chrono::milliseconds(rng.below(29'000));
+        q->schedule(nodes[i].node, nodes[i].deadline);
+      }
+      total_ns = 0;
+      std::size_t cursor = 0;
+      for (std::size_t step = 0; step < steps; ++step) {
+        now += 1ms;
+        const std::size_t end = (step % beats_per_period + 1) * n / beats_per_period;
+        const auto b0 = wall::now();
+        for (; cursor < end; ++cursor) {
+          timer& t = nodes[order[cursor]];
+          t.deadline = now + idle;
+          q->reschedule(t.node, t.deadline);
+        }
+        if (cursor == n) cursor = 0;
+        const auto b1 = wall::now();
+        fired += q->advance(now);
+        const auto b2 = wall::now();
+        beat_ns += std::chrono::duration<double, std::nano>(b1 - b0).count();
+        const double ns = std::chrono::duration<double, std::nano>(b2 - b1).count();
+        advance_ns[step] = std::min(advance_ns[step], ns);
+        total_ns += ns;
+      }
+      for (std::size_t i = 0; i < n; ++i) q->cancel(nodes[i].node);
+    }
+    state.SetIterationTime(total_ns * 1e-9);
+  }
+  if (fired != 0) state.SkipWithError("an idle deadline fired");
+  double sum = 0;
+  for (const double v : advance_ns) sum += v;
+  std::sort(advance_ns.begin(), advance_ns.end());
+  state.counters["p999_us"] = advance_ns[steps * 999 / 1000] * 1e-3;
+  state.counters["max_us"] = advance_ns.back() * 1e-3;
+  state.counters["mean_advance_ns"] = sum / steps;
+  state.counters["heartbeat_ns"] =
+      beat_ns / static_cast<double>(state.iterations() * runs * (steps / beats_per_period) * n);
+}
+
 // The memory floor of the random-node workloads: read-modify-write the deadline of a random node
 // of an N-node array laid out as the queues' (expire's idle nodes), with no queue at all.
 void node_touch(benchmark::State& state, std::size_t n) {
   population<timer_wheel>& p = expiry_bed<timer_wheel>(n);
   const draw_table& d = draws();
-  bench_timer* const nodes = p.nodes.get();
+  auto* const nodes = p.nodes.get();
   std::size_t j = p.cursor;
   for (auto _ : state) {
     nodes[node_index(d.pick[j], n)].deadline += d.bump[j];
@@ -296,6 +429,7 @@ void node_touch(benchmark::State& state, std::size_t n) {
 }
 
 using workload = void (*)(benchmark::State&, std::size_t);
+using max_workload = void (*)(benchmark::State&, std::size_t, bool);
 
 void add(const char* op, const char* kind, workload fn, benchmark::TimeUnit unit) {
   const std::string name = std::string(op) + "/" + kind;
@@ -306,19 +440,48 @@ void add(const char* op, const char* kind, workload fn, benchmark::TimeUnit unit
   b->Unit(unit);
 }
 
-// Each operation on the wheel, then on the heap, N ascending: registration order is run order.
-#define COGWHEEL_ADD_WORKLOAD(op, unit)           \
-  do {                                            \
-    add(#op, "wheel", &op<timer_wheel>, unit);    \
-    add(#op, "heap", &op<timer_heap>, unit);      \
+// advance_max/<queue>/<N>/<spread|together>: one iteration each (three simulated minutes).
+void add_max(const char* kind, max_workload fn) {
+  for (const bool together : {false, true})
+    for (const std::int64_t n : {100'000, 1'000'000}) {
+      const std::string name = std::string("advance_max/") + kind + "/" + std::to_string(n) +
+                               (together ? "/together" : "/spread");
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [fn, n, together](benchmark::State& state) {
+                                     fn(state, static_cast<std::size_t>(n), together);
+                                   })
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+}
+
+// Each operation on the wheel, the heap and the linked reference, N ascending: registration
+// order is run order.
+#define COGWHEEL_ADD_WORKLOAD(op, unit)             \
+  do {                                              \
+    add(#op, "wheel", &op<timer_wheel>, unit);      \
+    add(#op, "heap", &op<timer_heap>, unit);        \
+    add(#op, "linked", &op<linked_wheel>, unit);    \
   } while (false)
 
 void register_all() {
   COGWHEEL_ADD_WORKLOAD(churn, benchmark::kNanosecond);
+  COGWHEEL_ADD_WORKLOAD(churn_hot, benchmark::kNanosecond);
   COGWHEEL_ADD_WORKLOAD(schedule_cancel, benchmark::kNanosecond);
   COGWHEEL_ADD_WORKLOAD(reschedule_later, benchmark::kNanosecond);
   COGWHEEL_ADD_WORKLOAD(expire, benchmark::kMillisecond);
   COGWHEEL_ADD_WORKLOAD(next_deadline, benchmark::kNanosecond);
+  for (const char* kind : {"wheel", "heap", "linked"}) {
+    const std::string name = std::string("advance_empty/") + kind + "/1";
+    workload fn = kind[0] == 'w' ? &advance_empty<timer_wheel>
+                  : kind[0] == 'h' ? &advance_empty<timer_heap>
+                                   : &advance_empty<linked_wheel>;
+    benchmark::RegisterBenchmark(name.c_str(), [fn](benchmark::State& state) { fn(state, 1); });
+  }
+  add_max("wheel", &advance_max<timer_wheel>);
+  add_max("heap", &advance_max<timer_heap>);
+  add_max("linked", &advance_max<linked_wheel>);
   add("node_touch", "floor", &node_touch, benchmark::kNanosecond);
 }
 

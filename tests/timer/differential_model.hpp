@@ -86,6 +86,14 @@ struct driver_settings {
   unsigned advance_permille = 250;
   unsigned schedule_weight = 8, cancel_weight = 5, reschedule_weight = 7;
   unsigned jump_permille = 60;  // of advances: jumps of up to a century
+  // Of all operations: a burst of 257..512 cancels of pending (filed) nodes, then 257..512
+  // schedules, with no advance in between, so the cancel log and the staging area fill up.
+  unsigned burst_permille = 0;
+  // No choice depends on the queue (advances aim at the model's earliest deadline, not the
+  // queue's next_deadline()), so a wheel and a heap driven by equal sources see one stream.
+  bool lockstep = false;
+  // timer_wheel::set_visit_min_live: the pools here are small, so most runs lower it.
+  std::uint32_t visit_min_live = 512;
 };
 
 // Draws a start time, a pool size among `pool_sizes` and an operation mix.
@@ -111,6 +119,8 @@ driver_settings draw_settings(Source& src, clock::duration tick,
   s.cancel_weight = m.cancel;
   s.reschedule_weight = m.reschedule;
   s.jump_permille = m.jump;
+  static constexpr std::uint32_t visit_thresholds[] = {1, 4, 16, 512};
+  s.visit_min_live = visit_thresholds[src.below(std::size(visit_thresholds))];
   switch (src.below(6)) {
     case 0: s.start = at(0); break;
     case 1: s.start = at(-static_cast<ns_t>(src.bits(40))); break;           // before the epoch
@@ -135,18 +145,24 @@ class differential_driver {
   static constexpr bool exact_next_deadline = std::is_same_v<Queue, timer_heap>;
   static constexpr std::uint32_t no_node = ~std::uint32_t{0};
 
+  // What a callback does to its partner node, another node of the pool.
+  enum class partner_action : std::uint8_t { cancel, schedule, reschedule };
+
   // A pool node. What its callback does is drawn when it is scheduled: record its firing, then
-  // optionally cancel a partner node and re-arm itself `period` ns after the advance's time.
+  // optionally cancel, schedule (if idle) or reschedule a partner node (`partner_delay` ns after
+  // the advance's time), and re-arm itself `period` ns after the advance's time.
   struct probe : timer_node {
     std::uint32_t id = 0;
     std::uint32_t partner = no_node;
+    partner_action action = partner_action::cancel;
+    ns_t partner_delay = 0;
     ns_t period = -1;              // < 0: one-shot
     bool rearm_by_schedule = false;  // re-arm with schedule() (else reschedule() of an idle node)
     differential_driver* owner = nullptr;
   };
   struct firing {
     std::uint32_t id;
-    bool partner_cancelled;
+    bool partner_result;  // what cancel() returned, or whether schedule() was called
   };
   enum class op : std::uint8_t { schedule, cancel, reschedule, advance, restart };
   struct op_record {
@@ -164,7 +180,7 @@ class differential_driver {
       pool_[i].owner = this;
       pool_[i].set_on_expire(&on_expire);
     }
-    queue_.emplace(s.tick, s.start);
+    emplace_queue();
     fired_.reserve(s.nodes);
     due_flag_.assign(s.nodes, 0);
   }
@@ -174,6 +190,14 @@ class differential_driver {
   std::uint64_t operations() const noexcept { return ops_; }
   std::uint64_t fired() const noexcept { return fired_total_; }
   std::size_t peak_pending() const noexcept { return peak_pending_; }
+  // The ids fired by the latest advance(), sorted (to compare two queues run in lockstep).
+  std::vector<std::uint32_t> last_fired() const {
+    std::vector<std::uint32_t> ids;
+    for (const firing& f : fired_) ids.push_back(f.id);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  std::size_t size() const noexcept { return queue_->size(); }
   const std::string& failure() const noexcept { return failure_; }
 
   // Applies one operation drawn from src to the queue and the model and compares them.
@@ -182,6 +206,7 @@ class differential_driver {
     ++ops_;
     if (now_ == ns_max && src.below(8) == 0) return restart(src);
     if (src.below(1000) < settings_.advance_permille) return advance(draw_advance_time(src));
+    if (settings_.burst_permille != 0 && src.below(1000) < settings_.burst_permille) return burst(src);
     if (src.below(4096) == 0) return restart(src);
     const std::uint32_t id = static_cast<std::uint32_t>(src.below(settings_.nodes));
     const unsigned total = settings_.schedule_weight + settings_.cancel_weight + settings_.reschedule_weight;
@@ -236,6 +261,26 @@ class differential_driver {
     return check_node(id) && check_size();
   }
 
+  template <class Source>
+  bool burst(Source& src) {
+    const auto cancels = static_cast<std::uint32_t>(257 + src.below(256));
+    const auto first = static_cast<std::uint32_t>(src.below(settings_.nodes));
+    for (std::uint32_t i = 0, done = 0; i < settings_.nodes && done < cancels; ++i) {
+      const std::uint32_t id = (first + i) % settings_.nodes;
+      if (!model_.pending(id)) continue;
+      ++ops_;
+      ++done;
+      if (!cancel(id)) return false;
+    }
+    const auto schedules = static_cast<std::uint32_t>(257 + src.below(256));
+    for (std::uint32_t k = 0; k < schedules; ++k) {
+      const auto id = static_cast<std::uint32_t>(src.below(settings_.nodes));
+      ++ops_;
+      if (!(model_.pending(id) ? reschedule(src, id) : schedule(src, id))) return false;
+    }
+    return true;
+  }
+
   bool advance(ns_t to) {
     record(op::advance, 0, to);
     peak_pending_ = std::max(peak_pending_, model_.size());
@@ -263,7 +308,19 @@ class differential_driver {
     if (queue_now != model_.scale().time_of(model_.now()))
       return fail() << "now() is " << queue_now << " ns, expected "
                     << model_.scale().time_of(model_.now());
-    return check_next_deadline();
+    return check_next_deadline() && check_invariants();
+  }
+
+  // The wheel's own invariants (timer_wheel::invariant_violation), after every batch of
+  // operations, i.e. after every advance(); with more than 512 timers pending (an O(pending)
+  // check) after every 8th, so the long streams stay within seconds under ASan.
+  bool check_invariants() {
+    if constexpr (std::is_same_v<Queue, timer_wheel>) {
+      if (model_.size() > 512 && ++checks_skipped_ % 8 != 0) return true;
+      if (const char* why = queue_->invariant_violation())
+        return fail() << "wheel invariant broken: " << why;
+    }
+    return true;
   }
 
   template <class Source>
@@ -272,10 +329,15 @@ class differential_driver {
     if (!destroy_queue()) return false;
     const driver_settings s = draw_settings(src, settings_.tick, {settings_.nodes});
     settings_.start = s.start;
-    queue_.emplace(settings_.tick, settings_.start);
+    emplace_queue();
     model_ = reference_model(settings_.tick.count(), ns_of(settings_.start), settings_.nodes);
     now_ = cluster_ = ns_of(settings_.start);
-    return check_size() && check_next_deadline();
+    return check_size() && check_next_deadline() && check_invariants();
+  }
+
+  void emplace_queue() {
+    queue_.emplace(settings_.tick, settings_.start);
+    if constexpr (std::is_same_v<Queue, timer_wheel>) queue_->set_visit_min_live(settings_.visit_min_live);
   }
 
   bool destroy_queue() {
@@ -295,7 +357,22 @@ class differential_driver {
 
   void expired(probe& p) noexcept {
     firing f{p.id, false};
-    if (p.partner != no_node) f.partner_cancelled = queue_->cancel(pool_[p.partner]);
+    if (p.partner != no_node) {
+      probe& other = pool_[p.partner];
+      const clock::time_point t = at(sat_add(advance_time_, p.partner_delay));
+      switch (p.action) {
+        case partner_action::cancel:
+          f.partner_result = queue_->cancel(other);
+          break;
+        case partner_action::schedule:
+          f.partner_result = !other.scheduled();
+          if (f.partner_result) queue_->schedule(other, t);
+          break;
+        case partner_action::reschedule:
+          queue_->reschedule(other, t);
+          break;
+      }
+    }
     if (p.period >= 0) {
       const clock::time_point t = at(sat_add(advance_time_, p.period));
       if (p.rearm_by_schedule)
@@ -322,20 +399,9 @@ class differential_driver {
       }
       due_flag_[f.id] = 0;
       --due_left;
-      if (p.partner != no_node) {
-        bool want;
-        if (due_flag_[p.partner]) {
-          due_flag_[p.partner] = 0;
-          --due_left;
-          want = true;
-        } else {
-          want = model_.cancel(p.partner);
-        }
-        if (want != f.partner_cancelled) {
-          ok = fail() << "node " << f.id << "'s callback cancel(node " << p.partner
-                      << ") returned " << f.partner_cancelled << ", expected " << want;
-          break;
-        }
+      if (p.partner != no_node && !replay_partner(p, f, due_left)) {
+        ok = false;
+        break;
       }
       if (p.period >= 0)
         model_.schedule(f.id, model_.scale().deadline_tick(sat_add(advance_time_, p.period)));
@@ -350,6 +416,46 @@ class differential_driver {
     }
     for (std::uint32_t id : due_) due_flag_[id] = 0;
     return ok;
+  }
+
+  // Applies a callback's action on its partner to the model. A partner still due in this batch
+  // (not fired yet) is scheduled from the callback's point of view: a cancel or a reschedule
+  // takes it out of the batch, and schedule() is not called.
+  bool replay_partner(const probe& p, const firing& f, std::size_t& due_left) {
+    const bool due = due_flag_[p.partner] != 0;
+    const tick_t t = model_.scale().deadline_tick(sat_add(advance_time_, p.partner_delay));
+    switch (p.action) {
+      case partner_action::cancel: {
+        bool want;
+        if (due) {
+          due_flag_[p.partner] = 0;
+          --due_left;
+          want = true;
+        } else {
+          want = model_.cancel(p.partner);
+        }
+        if (want != f.partner_result)
+          return fail() << "node " << f.id << "'s callback cancel(node " << p.partner
+                        << ") returned " << f.partner_result << ", expected " << want;
+        return true;
+      }
+      case partner_action::schedule: {
+        const bool want = !due && !model_.pending(p.partner);
+        if (want != f.partner_result)
+          return fail() << "node " << f.id << "'s callback saw node " << p.partner
+                        << (f.partner_result ? " idle" : " scheduled") << ", expected the opposite";
+        if (want) model_.schedule(p.partner, t);
+        return true;
+      }
+      case partner_action::reschedule:
+        if (due) {
+          due_flag_[p.partner] = 0;
+          --due_left;
+        }
+        model_.reschedule(p.partner, t);
+        return true;
+    }
+    return true;
   }
 
   // --- checks ---------------------------------------------------------------------------------
@@ -445,6 +551,14 @@ class differential_driver {
   void draw_behaviour(Source& src, std::uint32_t id) {
     probe& p = pool_[id];
     p.partner = src.below(32) == 0 ? static_cast<std::uint32_t>(src.below(settings_.nodes)) : no_node;
+    p.action = static_cast<partner_action>(src.below(3));
+    p.partner_delay = src.below(2) == 0 ? static_cast<ns_t>(src.below(64 * settings_.tick.count()))
+                                        : log_uniform(src, 62);
+    // A node acting on itself would race its own re-arm (schedule() of a scheduled node).
+    if (p.partner == id && p.action != partner_action::cancel) p.partner = (id + 1) % settings_.nodes;
+    // In lockstep the two queues must fire the same sets, but callbacks run in an unspecified
+    // order, and a callback acting on another due node makes the set depend on that order.
+    if (settings_.lockstep) p.partner = no_node;
     p.period = -1;
     if (src.below(32) == 0) {
       const ns_t tick = settings_.tick.count();
@@ -472,6 +586,10 @@ class differential_driver {
       case 5: case 6:  // a few ticks
         return sat_add(now_, static_cast<ns_t>(src.below(8 * tick)));
       case 7: {  // to the queue's next_deadline(), or a nanosecond before it
+        if (settings_.lockstep) {
+          src.below(2);
+          return now_;
+        }
         const auto nd = queue_->next_deadline();
         if (!nd) return now_;
         return sat_add(ns_of(*nd), -static_cast<ns_t>(src.below(2)));
@@ -550,6 +668,7 @@ class differential_driver {
   std::vector<std::uint8_t> due_flag_;
   std::uint64_t ops_ = 0;
   std::uint64_t fired_total_ = 0;
+  std::uint64_t checks_skipped_ = 0;
   std::size_t peak_pending_ = 0;
   std::string failure_;
   std::array<op_record, 16> history_{};

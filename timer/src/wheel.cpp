@@ -12,10 +12,19 @@ timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
     : scale_(tick), elapsed_(scale_.now_tick(start)) {}
 
 timer_wheel::~timer_wheel() {
+  for (std::uint32_t i = 0; i < staged_count_; ++i) staged_[i]->state_ = timer_node::state::idle;
+  if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_destroy; });
   flush_cancels();
   for (slot& sl : slots_)
-    for (timer_node* n : sl.entries)
-      if (!is_hole(n)) n->state_ = timer_node::state::idle;
+    sl.for_each([](timer_node* n) { n->state_ = timer_node::state::idle; });
+  for (slot& sl : slots_) sl.release(pool_);
+}
+
+std::size_t timer_wheel::memory_bytes() const noexcept {
+  std::size_t bytes =
+      sizeof(*this) + batch_.memory_bytes() + pool_.memory_bytes() + scratch_.memory_bytes();
+  for (const slot& sl : slots_) bytes += sl.memory_bytes();
+  return bytes;
 }
 
 std::optional<timer_wheel::expiration> timer_wheel::next_expiration() const noexcept {
@@ -38,7 +47,7 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
   if (slots_[overdue_slot].live > 0) return scale_.time_of(elapsed_);
   std::optional<tick_t> next;
   if (auto e = next_expiration()) next = e->tick;
-  if (slots_[staged_slot].live > 0) {
+  if (staged_count_ > 0) {
     const tick_t staged = min_staged_ > elapsed_ ? min_staged_ : elapsed_;
     if (!next || staged < *next) next = staged;
   }
@@ -47,15 +56,108 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
 }
 
 void timer_wheel::file_staged() {
+  if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();
-  slot& staged = slots_[staged_slot];
-  staging_scratch_.swap(staged.entries);
-  staged.live = 0;
-  staged.hole = no_hole;
   min_staged_ = ~tick_t{0};
-  for (timer_node* n : staging_scratch_)
-    if (!is_hole(n)) file(*n, n->tick_);
-  staging_scratch_.clear();
+  const std::uint32_t count = staged_count_;
+  staged_count_ = 0;
+  for (std::uint32_t i = 0; i < count; ++i) file(*staged_[i], staged_[i]->tick_);
+  update_next_work();
+}
+
+void timer_wheel::update_next_work() noexcept {
+  tick_t visit = ~tick_t{0};
+  for (unsigned level = 1; level < level_count; ++level)
+    if (occupied_[level] != 0 && visits_[level].next_tick < visit) visit = visits_[level].next_tick;
+  next_visit_ = visit;
+  if (slots_[overdue_slot].live > 0) {
+    next_work_ = elapsed_;
+    return;
+  }
+  tick_t next = visit;
+  if (auto e = next_expiration(); e && e->tick < next) next = e->tick;
+  next_work_ = next;
+}
+
+// The stall this avoids: a pushed-back deadline stays in its old slot (lazy reschedule), so
+// when a high slot comes due, all its nodes would be re-filed in that one advance() (a 4 s slot
+// of a million idle connections holds ~1/8 of them). Instead, while a level's next occupied
+// slot is still ahead, nodes whose deadline was pushed beyond that slot are re-filed a chunk at
+// a time, paced to finish within the first half of the time left before the slot comes due.
+// Visits only move nodes whose deadline lies after the slot (to later slots: nothing moves
+// earlier, so exactness does not depend on them). A pass over a slot starts only when at least
+// a quarter of a sample of its nodes (8, evenly spaced) were pushed beyond it, so expiry of
+// timers that were never pushed reads almost no node twice. What still re-files at once when
+// the slot comes due is what was not pushed: deadlines genuinely in the slot. Slots of fewer
+// than 512 nodes are not visited (re-filing them whole is cheap), so a wheel with few timers
+// keeps taking the O(1) path of advance().
+// Whether at least a quarter of 8 evenly spaced live entries have a deadline at or after
+// `end_tick` (the slot's end): reads up to 8 nodes.
+bool timer_wheel::mostly_pushed(slot& sl, tick_t end_tick) noexcept {
+  constexpr std::uint32_t samples = 8;
+  std::uint32_t seen = 0;
+  std::uint32_t pushed = 0;
+  for (std::uint32_t k = 0; k < samples; ++k) {
+    const timer_node* n = sl.at(static_cast<std::uint32_t>(std::uint64_t{k} * sl.size / samples));
+    if (detail::is_hole(n)) continue;
+    ++seen;
+    if (n->tick_ >= end_tick) ++pushed;
+  }
+  return pushed > 0 && pushed * 4 >= seen;
+}
+
+void timer_wheel::visit(unsigned level) {
+  constexpr std::uint64_t chunk_min = 64;
+  const unsigned s = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+  const auto id = static_cast<std::uint16_t>(level * slots_per_level + s);
+  visit_state& v = visits_[level];
+  if (v.slot != id) v = visit_state{elapsed_, 0, id};
+  if (elapsed_ < v.next_tick) return;
+  slot& sl = slots_[id];
+  const tick_t start = detail::level_start(elapsed_, level) + s * detail::slot_span(level);
+  const tick_t end_tick = start + detail::slot_span(level);
+  const tick_t left = start - elapsed_;  // >= 1: every occupied slot starts after elapsed_
+  const std::uint32_t size = sl.size;
+  if (v.cursor == 0 && sl.live < visit_min_live_) {  // re-filed at once when due: cheap enough
+    v.next_tick = elapsed_ + (left / 2 > 0 ? left / 2 : 1);  // look again if it grew
+    return;
+  }
+  if (v.cursor >= size || (v.cursor == 0 && !mostly_pushed(sl, end_tick))) {
+    v.next_tick = elapsed_ + (left / 8 > 0 ? left / 8 : 1);
+    return;
+  }
+  const std::uint64_t remaining = size - v.cursor;
+  const std::uint64_t per_tick = (remaining * 2 + left - 1) / left;
+  std::uint64_t chunk = per_tick;
+  tick_t gap = 1;
+  if (per_tick < chunk_min) {
+    chunk = remaining < chunk_min ? remaining : chunk_min;
+    gap = chunk * left / (2 * remaining);
+    if (gap == 0) gap = 1;
+  }
+  v.next_tick = elapsed_ + gap;
+  const std::uint32_t stop =
+      v.cursor + chunk < size ? static_cast<std::uint32_t>(v.cursor + chunk) : size;
+  // Prefetching runs 16 entries ahead, into the next step's first entries too: a step starts
+  // on nodes already in cache instead of paying 16 serial misses.
+  const std::uint32_t reach = stop + 16 < size ? stop + 16 : size;
+  for (std::uint32_t i = v.cursor; i < stop; ++i) {
+    if (i + 16 < reach && !detail::is_hole(sl.at(i + 16))) __builtin_prefetch(sl.at(i + 16));
+    timer_node* n = sl.at(i);
+    if (detail::is_hole(n) || n->tick_ < end_tick) continue;
+    sl.make_hole(i);
+    --sl.live;
+    detail::cover([](detail::wheel_coverage& c) { ++c.visit_moves; });
+    file(*n, n->tick_);  // a later slot, never this one
+    if (sl.live == 0) {
+      detail::cover([](detail::wheel_coverage& c) { ++c.visit_emptied; });
+      sl.release(pool_);
+      occupied_[level] &= ~(std::uint64_t{1} << s);
+      v = visit_state{};
+      return;
+    }
+  }
+  v.cursor = static_cast<std::uint32_t>(stop);
 }
 
 void timer_wheel::process(const expiration& e, tick_t now) {
@@ -63,15 +165,18 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   // lands on a lower level; one pushed later lands on a later slot), never back into this one.
   slot& sl = slots_[e.level * slots_per_level + e.slot];
   occupied_[e.level] &= ~(std::uint64_t{1} << e.slot);
-  sl.live = 0;
-  sl.hole = no_hole;
-  scratch_.swap(sl.entries);
+  detail::cover([&e](detail::wheel_coverage& c) { ++c.processed[e.level]; });
+  sl.detach(scratch_);
   elapsed_ = e.tick;
-  const std::size_t count = scratch_.size();
-  for (std::size_t i = 0; i < count; ++i) {
-    if (i + 64 < count && !is_hole(scratch_[i + 64])) __builtin_prefetch(scratch_[i + 64], 1);
-    timer_node* n = scratch_[i];
-    if (is_hole(n)) continue;
+  const std::uint32_t count = scratch_.size;
+  detail::entry_block* const* blocks = scratch_.blocks.data();  // scratch_ is not touched below
+  const auto entry = [blocks](std::uint32_t i) {
+    return blocks[i >> detail::block_bits]->entries[i & (detail::block_entries - 1)];
+  };
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (i + 64 < count && !detail::is_hole(entry(i + 64))) __builtin_prefetch(entry(i + 64), 1);
+    timer_node* n = entry(i);
+    if (detail::is_hole(n)) continue;
     if (n->tick_ <= now) {
       --size_;
       batch_.add(*n);
@@ -79,30 +184,32 @@ void timer_wheel::process(const expiration& e, tick_t now) {
       file(*n, n->tick_);
     }
   }
-  scratch_.clear();
+  scratch_.release(pool_);
 }
 
-std::size_t timer_wheel::advance(clock::time_point now_tp) {
+std::size_t timer_wheel::advance_to(tick_t now) {
   assert(!advancing_ && "advance() called from an expiry callback");
-  const tick_t now = scale_.now_tick(now_tp);
   if (now < elapsed_) return 0;
   advancing_ = true;
+  if (staged_count_ > 0)
+    detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_advance; });
   file_staged();
 
   slot& overdue = slots_[overdue_slot];
   if (overdue.live > 0) {
-    for (timer_node* n : overdue.entries)
-      if (!is_hole(n)) batch_.add(*n);
     size_ -= overdue.live;
-    overdue.live = 0;
-    overdue.hole = no_hole;
-    overdue.entries.clear();
+    overdue.for_each([this](timer_node* n) { batch_.add(*n); });
+    overdue.release(pool_);
   }
   while (auto e = next_expiration()) {
     if (e->tick > now) break;
     process(*e, now);
   }
   elapsed_ = now;
+  if (elapsed_ >= next_visit_)
+    for (unsigned level = 1; level < level_count; ++level)
+      if (occupied_[level] != 0) visit(level);
+  update_next_work();
 
   const std::size_t fired = batch_.fire_all();
   advancing_ = false;

@@ -65,6 +65,10 @@ class timer_heap {
   clock::duration tick() const noexcept { return scale_.tick(); }
   const tick_scale& scale() const noexcept { return scale_; }
   clock::time_point now() const noexcept { return scale_.time_of(elapsed_); }
+  // Bytes the heap holds besides its nodes (as timer_wheel::memory_bytes).
+  std::size_t memory_bytes() const noexcept {
+    return sizeof(*this) + heap_.capacity() * sizeof(entry) + batch_.memory_bytes();
+  }
 
  private:
   static constexpr std::size_t arity = 4;

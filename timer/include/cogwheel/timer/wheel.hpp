@@ -2,16 +2,23 @@
 // level) with O(1) schedule, cancel and reschedule, and batched advance whose cost follows the
 // occupied slots it visits and the timers it expires, never the ticks that elapsed.
 //
-// Slots are vectors of node pointers rather than intrusive lists: a node knows its index, so
+// Slots are arrays of node pointers rather than intrusive lists: a node knows its index, so
 // cancel touches only the node and its own entry, never list neighbours, which at a million
 // timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
 // the slot's next insert reuses (the holes form a stack threaded through the entries), so
-// entries never move, no node's index is ever rewritten, and a slot's storage is bounded by its
-// peak population. Capacity is kept once grown, so a wheel in steady state allocates nothing.
+// entries never move and no node's index is ever rewritten. A slot's entries live in 2 KiB
+// blocks from one pool per wheel (detail/entry_slot.hpp): no slot ever copies itself to grow,
+// and a wheel in steady state allocates nothing.
 //
-// schedule() only stages a node (an append to a small array); staged nodes are filed into
+// schedule() only stages a node (an append to an array of 256); staged nodes are filed into
 // their slots by the next advance() or when 256 have accumulated. A timeout scheduled and
 // cancelled within one loop iteration, the common case, so never touches a wheel slot.
+//
+// A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
+// pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
+// visits each level's next occupied slot a chunk at a time before it is due and re-files the
+// nodes already pushed beyond it (wheel.cpp, visit()); no single advance() then re-files more
+// than a chunk, and an advance() with nothing due is O(1).
 //
 // cancel() of a filed node touches only the node and the slot's header: the write that turns
 // its slot entry into a hole is logged (slot, index) and applied in a batch before anything
@@ -32,7 +39,9 @@
 #include <optional>
 #include <vector>
 
+#include <cogwheel/timer/detail/entry_slot.hpp>
 #include <cogwheel/timer/detail/expiry_batch.hpp>
+#include <cogwheel/timer/detail/wheel_coverage.hpp>
 #include <cogwheel/timer/detail/wheel_index.hpp>
 #include <cogwheel/timer/node.hpp>
 #include <cogwheel/timer/ticks.hpp>
@@ -63,10 +72,14 @@ class timer_wheel {
       case timer_node::state::idle:
         return false;
       case timer_node::state::due:
+        detail::cover([](detail::wheel_coverage& c) { ++c.due_cancels; });
         batch_.remove(n);
         return true;
       case timer_node::state::queued:
-        unlink(n);
+        if (n.slot_ == staged_slot)
+          unstage(n);
+        else
+          unlink(n);
         --size_;
         return true;
     }
@@ -85,6 +98,7 @@ class timer_wheel {
       }
       if (n.slot_ != overdue_slot && t >= n.tick_) {
         n.tick_ = t;
+        detail::cover([](detail::wheel_coverage& c) { ++c.lazy_pushes; });
         return;
       }
     }
@@ -97,7 +111,15 @@ class timer_wheel {
   // one batch after the wheel is consistent again. Returns how many fired. Timers scheduled by
   // those callbacks with a deadline at or before `now` fire at the next advance, not this one.
   // Precondition: not called from inside an expiry callback.
-  std::size_t advance(clock::time_point now);
+  std::size_t advance(clock::time_point now) {
+    const tick_t t = scale_.now_tick(now);
+    if (t < next_work_ && staged_count_ == 0) {  // nothing can be due: O(1)
+      detail::cover([](detail::wheel_coverage& c) { ++c.fast_advances; });
+      if (t > elapsed_) elapsed_ = t;
+      return 0;
+    }
+    return advance_to(t);
+  }
 
   // The earliest time at which advance() may have work: exact when the earliest timer sits at
   // level 0, otherwise the start of the slot that holds it (where it moves down a level); now()
@@ -105,12 +127,26 @@ class timer_wheel {
   // is later. nullopt when empty. O(levels).
   std::optional<clock::time_point> next_deadline() const noexcept;
 
+  // Checks every internal invariant (bitmaps against slot occupancy, each node's slot and index,
+  // no node filed behind the wheel's time or after its deadline's slot, the hole stacks, the
+  // staging area, the cancel log, the block pool, the O(1) advance bound). O(pending + slots),
+  // for tests: returns nullptr when the wheel is consistent, else what is broken. Must not be
+  // called from an expiry callback.
+  const char* invariant_violation() const noexcept;
+
+  // Slots holding fewer timers than this are not visited early (re-filing 512 at once costs
+  // ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
+  void set_visit_min_live(std::uint32_t n) noexcept { visit_min_live_ = n; }
+
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   clock::duration tick() const noexcept { return scale_.tick(); }
   const tick_scale& scale() const noexcept { return scale_; }
   // The wheel's time: the last tick advanced to.
   clock::time_point now() const noexcept { return scale_.time_of(elapsed_); }
+  // Bytes the wheel holds besides its nodes (itself, slot storage, staging, the expiry batch):
+  // what a pending timer costs beyond sizeof(timer_node) is memory_bytes() / size().
+  std::size_t memory_bytes() const noexcept;
 
  private:
   static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;
@@ -118,16 +154,12 @@ class timer_wheel {
   static constexpr std::uint16_t staged_slot = wheel_slots + 1;  // scheduled, not yet filed
   static constexpr std::size_t stage_limit = 256;
 
-  // A hole is an odd value: (index of the next hole << 1) | 1. Node pointers are even.
-  static constexpr std::uint32_t no_hole = ~std::uint32_t{0};
-  static bool is_hole(const timer_node* p) noexcept { return (reinterpret_cast<std::uintptr_t>(p) & 1) != 0; }
-  static timer_node* hole_linking(std::uint32_t next) noexcept {
-    return reinterpret_cast<timer_node*>((std::uintptr_t{next} << 1) | 1);
-  }
-  struct slot {
-    std::vector<timer_node*> entries;  // live nodes and holes
-    std::uint32_t live = 0;            // live entries; bitmap bit set iff live > 0
-    std::uint32_t hole = no_hole;      // the most recent hole, reused first
+  using slot = detail::entry_slot;
+  // The early visit of one level's next occupied slot (see visit()).
+  struct visit_state {
+    tick_t next_tick = 0;    // the next advance at or after this tick continues the visit
+    std::uint32_t cursor = 0;
+    std::uint16_t slot = 0;  // 0: none yet (level 0 is never visited)
   };
   struct cancelled_entry {
     std::uint32_t pos;
@@ -139,11 +171,18 @@ class timer_wheel {
     tick_t tick;  // first tick of the slot
   };
 
+  // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
     n.tick_ = t;
     if (t < min_staged_) min_staged_ = t;
-    add_to(staged_slot, n);
-    if (slots_[staged_slot].entries.size() >= stage_limit) file_staged();
+    n.state_ = timer_node::state::queued;
+    n.slot_ = staged_slot;
+    n.pos_ = staged_count_;
+    staged_[staged_count_++] = &n;
+    if (staged_count_ == stage_limit) {
+      detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_full; });
+      file_staged();
+    }
   }
 
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
@@ -155,24 +194,17 @@ class timer_wheel {
       const unsigned s = detail::slot_for(t, level);
       id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
       occupied_[level] |= std::uint64_t{1} << s;
+      detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
+    } else {
+      detail::cover([](detail::wheel_coverage& c) { ++c.filed_overdue; });
     }
     add_to(id, n);
   }
 
   void add_to(std::uint16_t id, timer_node& n) {
-    slot& sl = slots_[id];
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
-    if (sl.hole != no_hole) {
-      const std::uint32_t i = sl.hole;
-      sl.hole = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(sl.entries[i]) >> 1);
-      sl.entries[i] = &n;
-      n.pos_ = i;
-    } else {
-      n.pos_ = static_cast<std::uint32_t>(sl.entries.size());
-      sl.entries.push_back(&n);
-    }
-    ++sl.live;
+    n.pos_ = slots_[id].add(&n, pool_);
   }
 
   // Takes n out of its slot. live, the bitmap and size stay exact at once; for a filed node the
@@ -180,27 +212,21 @@ class timer_wheel {
   // its logged entries are then beyond its size and skipped).
   void unlink(timer_node& n) noexcept {
     slot& sl = slots_[n.slot_];
-    assert(n.pos_ < sl.entries.size() && sl.entries[n.pos_] == &n);
+    assert(n.pos_ < sl.size && sl.at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
-    if (--sl.live == 0) {
-      sl.entries.clear();
-      sl.hole = no_hole;
+    if (sl.live == 1) {
+      sl.release(pool_);
       if (n.slot_ < wheel_slots)
         occupied_[n.slot_ / detail::slots_per_level] &=
             ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
       return;
     }
-    if (n.slot_ == staged_slot) {  // hot, and stage() reuses its holes without a flush
-      make_hole(sl, n.pos_);
-      return;
-    }
+    --sl.live;
     cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
-    if (cancel_count_ == cancel_log_.size()) flush_cancels();
-  }
-
-  static void make_hole(slot& sl, std::uint32_t pos) noexcept {
-    sl.entries[pos] = hole_linking(sl.hole);
-    sl.hole = pos;
+    if (cancel_count_ == cancel_log_.size()) {
+      detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_full; });
+      flush_cancels();
+    }
   }
 
   // Applies the logged cancels. Invariant that makes the log safe: between a cancel and this
@@ -210,24 +236,46 @@ class timer_wheel {
     for (std::uint32_t i = 0; i < cancel_count_; ++i) {
       const cancelled_entry c = cancel_log_[i];
       slot& sl = slots_[c.slot];
-      if (c.pos < sl.entries.size()) make_hole(sl, c.pos);
+      if (c.pos < sl.size) sl.make_hole(c.pos);
     }
     cancel_count_ = 0;
+  }
+
+  // Takes a staged node out: the last staged node (hot: it was just staged) fills its place.
+  void unstage(timer_node& n) noexcept {
+    assert(n.pos_ < staged_count_ && staged_[n.pos_] == &n);
+    n.state_ = timer_node::state::idle;
+    timer_node* last = staged_[--staged_count_];
+    staged_[n.pos_] = last;
+    last->pos_ = n.pos_;
   }
 
   void file_staged();
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
+  std::size_t advance_to(tick_t now);
+  void visit(unsigned level);
+  static bool mostly_pushed(slot& sl, tick_t end_tick) noexcept;
+  void update_next_work() noexcept;
 
   tick_scale scale_;
   tick_t elapsed_;
   std::size_t size_ = 0;
   bool advancing_ = false;
   std::array<std::uint64_t, detail::level_count> occupied_{};
-  std::array<slot, wheel_slots + 2> slots_;
-  std::vector<timer_node*> scratch_;  // the slot being processed, detached
-  std::vector<timer_node*> staging_scratch_;
+  detail::block_pool pool_;            // declared before the slots: outlives their blocks
+  std::array<slot, wheel_slots + 1> slots_;  // the wheel's slots, then the overdue list
+  slot scratch_;                      // the slot being processed or filed, detached
+  std::uint32_t staged_count_ = 0;
+  std::array<timer_node*, stage_limit> staged_;  // scheduled, not yet filed
   tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
+  // No advance() to a tick before this has anything to do while nothing is staged: <= the first
+  // tick of every occupied slot and of every pending visit step, elapsed_ while a timer is
+  // overdue. A bound: cancels and lazy pushes do not raise it.
+  tick_t next_work_ = 0;
+  std::array<visit_state, detail::level_count> visits_{};
+  tick_t next_visit_ = 0;
+  std::uint32_t visit_min_live_ = 512;  // no visit step is due before this tick (the least next_tick)
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;

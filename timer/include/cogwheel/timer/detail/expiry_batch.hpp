@@ -44,6 +44,7 @@ class expiry_batch {
   }
 
   bool empty() const noexcept { return nodes_.empty(); }
+  std::size_t memory_bytes() const noexcept { return nodes_.capacity() * sizeof(timer_node*); }
 
  private:
   std::vector<timer_node*> nodes_;

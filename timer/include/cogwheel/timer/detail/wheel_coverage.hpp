@@ -1,0 +1,47 @@
+// What the wheel's code paths were reached, counted only in builds without NDEBUG (tests, the
+// fuzzer): the differential tests assert that each run reached every level and every flush
+// path. In a release build cover() compiles to nothing and the counters stay zero.
+//
+// One set of counters per thread (a test reads what its own runs reached).
+#pragma once
+
+#include <cstdint>
+
+#include <cogwheel/timer/detail/wheel_index.hpp>
+
+namespace cogwheel::timer::detail {
+
+struct wheel_coverage {
+  std::uint64_t filed[level_count] = {};      // nodes filed into a slot of each level
+  std::uint64_t processed[level_count] = {};  // slots of each level that came due
+  std::uint64_t filed_overdue = 0;            // nodes filed at or before the wheel's time
+  std::uint64_t stage_flush_full = 0;         // staging filed because 256 nodes were staged
+  std::uint64_t stage_flush_advance = 0;      // staging filed by advance()
+  std::uint64_t cancel_flush_full = 0;        // cancel log applied because it held 256 entries
+  std::uint64_t cancel_flush_filing = 0;      // cancel log applied (non-empty) before filing
+  std::uint64_t cancel_flush_destroy = 0;     // cancel log applied (non-empty) by the destructor
+  std::uint64_t lazy_pushes = 0;              // later deadlines recorded without moving the node
+  std::uint64_t visit_moves = 0;              // pushed nodes re-filed by a visit before due
+  std::uint64_t visit_emptied = 0;            // visits that emptied the visited slot
+  std::uint64_t fast_advances = 0;            // advance() calls answered in O(1)
+  std::uint64_t due_cancels = 0;              // cancels of nodes already in the expiry batch
+};
+
+#ifdef NDEBUG
+inline constexpr bool wheel_coverage_enabled = false;
+#else
+inline constexpr bool wheel_coverage_enabled = true;
+#endif
+
+inline wheel_coverage& coverage() noexcept {
+  thread_local wheel_coverage counters;
+  return counters;
+}
+
+// Applies f to the counters where coverage is enabled; nothing otherwise.
+template <class F>
+inline void cover(F&& f) noexcept {
+  if constexpr (wheel_coverage_enabled) f(coverage());
+}
+
+}  // namespace cogwheel::timer::detail

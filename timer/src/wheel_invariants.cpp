@@ -1,0 +1,120 @@
+// timer_wheel::invariant_violation(): the wheel's invariants, checked rather than only stated.
+// The differential tests call it after every batch of operations (every advance()), the fuzzer
+// after every advance() as well.
+#include <cogwheel/timer/wheel.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace cogwheel::timer {
+
+using detail::level_count;
+using detail::slots_per_level;
+
+const char* timer_wheel::invariant_violation() const noexcept {
+  if (advancing_) return "checked from inside advance()";
+  if (!batch_.empty()) return "the expiry batch is not empty between advances";
+  if (scratch_.size != 0 || scratch_.live != 0 || !scratch_.blocks.empty())
+    return "the scratch slot holds entries between advances";
+  if (cancel_count_ >= cancel_log_.size()) return "the cancel log is full and was not applied";
+
+  // Logged cancels: a filed slot's entry that still points at a node which has left (it may be
+  // destroyed already, so it is never dereferenced), applied before anything files again.
+  std::vector<std::pair<std::uint16_t, std::uint32_t>> logged;
+  for (std::uint32_t i = 0; i < cancel_count_; ++i) {
+    const cancelled_entry c = cancel_log_[i];
+    if (c.slot > overdue_slot) return "a cancel of a staged node was logged";
+    const slot& sl = slots_[c.slot];
+    if (c.pos < sl.size) {
+      if (detail::is_hole(const_cast<slot&>(sl).at(c.pos))) return "a logged cancel points at a hole";
+      logged.emplace_back(c.slot, c.pos);
+    }
+  }
+  std::sort(logged.begin(), logged.end());
+  if (std::adjacent_find(logged.begin(), logged.end()) != logged.end())
+    return "one slot entry was logged as cancelled twice";
+
+  std::size_t live_total = 0;
+  std::size_t blocks_in_use = 0;
+  std::optional<tick_t> earliest_start;
+  for (std::uint16_t id = 0; id < slots_.size(); ++id) {
+    slot& sl = const_cast<slot&>(slots_[id]);
+    blocks_in_use += sl.blocks.size();
+    if (sl.blocks.size() < (sl.size + detail::block_entries - 1) / detail::block_entries)
+      return "a slot has fewer blocks than entries need";
+    if (sl.live > sl.size) return "a slot counts more live nodes than entries";
+    live_total += sl.live;
+
+    const bool wheel_slot = id < wheel_slots;
+    const unsigned level = id / slots_per_level;
+    const unsigned index = id % slots_per_level;
+    tick_t start = 0;
+    if (wheel_slot) {
+      const bool bit = (occupied_[level] >> index & 1) != 0;
+      if (bit != (sl.live > 0)) return "an occupancy bit disagrees with its slot's live count";
+      start = detail::level_start(elapsed_, level) + index * detail::slot_span(level);
+      if (sl.live > 0) {
+        if (start <= elapsed_) return "an occupied slot starts at or behind the wheel's time";
+        if (index < detail::slot_for(elapsed_, level))
+          return "an occupied slot lies behind the wheel's time in its level";
+        if (!earliest_start || start < *earliest_start) earliest_start = start;
+      }
+    }
+    if (sl.live == 0 && sl.size != 0)
+      return "an empty slot kept entries";
+    if (sl.size == 0) {
+      if (sl.hole != detail::no_hole) return "an empty slot has a hole";
+      continue;
+    }
+    const auto here = std::equal_range(logged.begin(), logged.end(), std::make_pair(id, 0u),
+                                       [](const auto& a, const auto& b) { return a.first < b.first; });
+
+    // Holes: a stack threaded through the entries, every index in range, no cycle.
+    std::uint32_t holes = 0;
+    for (std::uint32_t h = sl.hole; h != detail::no_hole; h = detail::next_hole(sl.at(h))) {
+      if (h >= sl.size) return "a hole index is out of range";
+      if (!detail::is_hole(sl.at(h))) return "the hole stack reaches a live entry";
+      if (++holes > sl.size) return "the hole stack has a cycle";
+    }
+    std::uint32_t pointers = 0;
+    std::uint32_t hole_entries = 0;
+    for (std::uint32_t i = 0; i < sl.size; ++i) {
+      timer_node* n = sl.at(i);
+      if (detail::is_hole(n)) {
+        ++hole_entries;
+        continue;
+      }
+      ++pointers;
+      if (std::binary_search(here.first, here.second, std::make_pair(id, i))) continue;
+      if (n->state_ != timer_node::state::queued) return "a slot entry's node is not queued";
+      if (n->slot_ != id || n->pos_ != i) return "a node's slot and index do not round-trip";
+      if (wheel_slot) {
+        if (n->tick_ <= elapsed_) return "a filed node's deadline is at or behind the wheel's time";
+        if (n->tick_ < start) return "a node is filed in a slot that comes due after its deadline";
+      }
+    }
+    if (hole_entries != holes) return "a hole is missing from its slot's hole stack";
+    if (pointers != sl.live + static_cast<std::uint32_t>(here.second - here.first))
+      return "a slot's live count disagrees with its entries and logged cancels";
+  }
+  if (staged_count_ >= stage_limit) return "the staging area is full and was not filed";
+  for (std::uint32_t i = 0; i < staged_count_; ++i) {
+    const timer_node* n = staged_[i];
+    if (n->state_ != timer_node::state::queued || n->slot_ != staged_slot || n->pos_ != i)
+      return "a staged node's state, slot or index does not round-trip";
+    if (n->tick_ < min_staged_) return "a staged deadline is below the staging bound";
+  }
+  live_total += staged_count_;
+  if (live_total != size_) return "size() disagrees with the slots' live counts";
+  if (pool_.allocated() != blocks_in_use + pool_.free_count())
+    return "the block pool lost or duplicated a block";
+
+  // The O(1) path of advance() may skip ticks before next_work_ only if nothing is due there.
+  if (slots_[overdue_slot].live > 0 && next_work_ > elapsed_ && staged_count_ == 0)
+    return "a timer is overdue but advance() would take the O(1) path";
+  if (earliest_start && next_work_ > *earliest_start && staged_count_ == 0)
+    return "advance() would skip a slot that comes due";
+  return nullptr;
+}
+
+}  // namespace cogwheel::timer
