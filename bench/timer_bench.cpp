@@ -31,6 +31,7 @@
 #include <cogwheel/timer/wheel.hpp>
 
 #include "linked_wheel.hpp"
+#include "timer_workload.hpp"
 
 namespace {
 
@@ -42,61 +43,11 @@ using cogwheel_bench::linked_node;
 using cogwheel_bench::linked_wheel;
 using time_point = cogwheel::timer::clock::time_point;
 using duration = cogwheel::timer::clock::duration;
+using namespace timer_workload;
 
 // The queues' time at set-up: ~11.6 days of uptime, so level spans are not aligned to it.
 constexpr time_point start_time{std::chrono::milliseconds(1'000'000'000)};
-constexpr std::uint64_t spread_ms = 60'000;   // deadlines are 1..spread_ms after the queue's time
-constexpr std::uint64_t max_bump_ms = 1'000;  // reschedule_later pushes a deadline 1..1000 ms
-// reschedule_later re-draws every deadline (untimed) after bumps_per_node * N pushes, so the
-// mean push stays below 32 * 0.5 s = 16 s and deadlines never run away from the 60 s spread.
-constexpr std::uint64_t bumps_per_node = 32;
-
 const std::vector<std::int64_t> pending_counts{1'000, 10'000, 100'000, 1'000'000, 10'000'000};
-
-// A small, fast PRNG with fixed seeds, so every run (and both queues) sees the same workload.
-struct splitmix64 {
-  std::uint64_t state;
-
-  std::uint64_t operator()() noexcept {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n) for n < 2^32 (multiply-shift on the top 32 bits).
-  std::uint64_t below(std::uint64_t n) noexcept { return (((*this)() >> 32) * n) >> 32; }
-};
-
-// The random inputs of the timed loops: a cycle of 2^20 draws, read sequentially (prefetched),
-// shared by every benchmark. pick maps to a node index by multiply-shift: pick * N >> 32.
-struct draw_table {
-  static constexpr std::size_t count = std::size_t{1} << 20;
-  static constexpr std::size_t mask = count - 1;
-  std::vector<std::uint32_t> pick;
-  std::vector<duration> delay;  // 1..spread_ms
-  std::vector<duration> bump;   // 1..max_bump_ms
-};
-
-const draw_table& draws() {
-  static const draw_table table = [] {
-    draw_table t;
-    splitmix64 rng{42};
-    t.pick.resize(draw_table::count);
-    t.delay.resize(draw_table::count);
-    t.bump.resize(draw_table::count);
-    for (std::size_t i = 0; i < draw_table::count; ++i) {
-      t.pick[i] = static_cast<std::uint32_t>(rng() >> 32);
-      t.delay[i] = std::chrono::milliseconds(1 + rng.below(spread_ms));
-      t.bump[i] = std::chrono::milliseconds(1 + rng.below(max_bump_ms));
-    }
-    return t;
-  }();
-  return table;
-}
-
-inline std::size_t node_index(std::uint32_t pick, std::size_t n) noexcept {
-  return static_cast<std::size_t>((std::uint64_t{pick} * n) >> 32);
-}
 
 // The node type each queue links.
 template <class Queue>
@@ -124,10 +75,7 @@ struct population {
   using timer = bench_timer<typename node_of<Queue>::type>;
 
   explicit population(std::size_t n)
-      : size(n), nodes(new timer[n]), order(n), rng{0x5eed0000 + n} {
-    std::iota(order.begin(), order.end(), std::uint32_t{0});
-    for (std::size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
-  }
+      : size(n), nodes(new timer[n]), rng{0x5eed0000 + n}, order(shuffled_order(n, rng)) {}
 
   // Precondition: no node is scheduled. Schedules all N in shuffled order, each at a deadline
   // 1..spread_ms after the queue's time.
@@ -146,8 +94,8 @@ struct population {
 
   std::size_t size;
   std::unique_ptr<timer[]> nodes;
+  splitmix64 rng;                    // declared before order, which is drawn from it
   std::vector<std::uint32_t> order;  // a random permutation of 0..N-1: the schedule order
-  splitmix64 rng;
   timer spare;                       // schedule_cancel's fresh timer, never one of the N
   // Declared after every node, so destroyed first: its destructor leaves the nodes idle.
   Queue queue{1ms, start_time};
