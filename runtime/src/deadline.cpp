@@ -6,17 +6,12 @@ deadline::deadline(clock::duration from_now)
     : timer_node(&deadline::on_expire),
       loop_(&detail::current_loop()),
       expiry_(detail::saturating_add(detail::current_time(), from_now)) {
-  waiters_.prev_ = waiters_.next_ = &waiters_;
   detail::schedule_timer(*loop_, *this, expiry_);
 }
 
-deadline::~deadline() {
-  detail::cancel_timer(*loop_, *this);
-  // Waiters still attached (operations that outlive the deadline, against its contract) are
-  // let go rather than left pointing here.
-  while (waiters_.next_ != &waiters_) waiters_.next_->unlink();
-  waiters_.prev_ = waiters_.next_ = nullptr;
-}
+// Waiters still attached (operations that outlive the deadline, against its contract) are let
+// go by the list rather than left pointing here.
+deadline::~deadline() { detail::cancel_timer(*loop_, *this); }
 
 void deadline::reset(clock::duration from_now) {
   reset_to(detail::saturating_add(detail::current_time(), from_now));
@@ -39,13 +34,8 @@ void deadline::on_expire(timer::timer_node& n) noexcept {
 std::coroutine_handle<> deadline::release_waiters(void* p) noexcept {
   auto& self = *static_cast<deadline*>(p);
   if (!self.fired_) return std::noop_coroutine();  // reset since it expired
-  // Each waiter is unlinked before it is told, so one that detaches meanwhile, or a waiter
-  // attached by what it runs, is handled: the list is walked until it is empty.
-  while (self.waiters_.next_ != &self.waiters_) {
-    detail::deadline_waiter& w = *self.waiters_.next_;
-    w.unlink();
-    w.on_deadline(w);
-  }
+  // Each waiter is unlinked before it is told, so one that detaches meanwhile is handled.
+  self.waiters_.drain([](detail::deadline_waiter& w) { w.on_deadline(w); });
   return std::noop_coroutine();
 }
 

@@ -60,7 +60,6 @@ event_loop::event_loop(const runtime_options& options, unsigned core)
   if (current_ != nullptr)
     throw std::logic_error("cogwheel: this thread already runs a loop (nested run()?)");
   spawned_.prev = spawned_.next = &spawned_;
-  hooks_.prev_ = hooks_.next_ = &hooks_;
 
   const unsigned sq = round_up_pow2(options.sq_entries == 0 ? 1 : options.sq_entries);
   const unsigned cq = options.cq_entries == 0 ? 4 * sq : round_up_pow2(options.cq_entries);
@@ -96,12 +95,7 @@ event_loop::event_loop(const runtime_options& options, unsigned core)
 void event_loop::shutdown() noexcept {
   if (shut_down_) return;
   destroy_spawned();
-  while (hooks_.next_ != &hooks_) {
-    shutdown_hook& h = *hooks_.next_;
-    h.unlink();
-    h.on_shutdown(h);
-  }
-  hooks_.prev_ = hooks_.next_ = nullptr;  // the sentinel is not a linked hook
+  hooks_.drain([](shutdown_hook& h) { h.on_shutdown(h); });
   shut_down_ = true;  // from here on the wake-up read is not re-armed
   if (wake_.in_flight) cancel_and_wait(wake_, wake_.in_flight);
   if (current_ == this) current_ = nullptr;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <cogwheel/runtime/detail/intrusive_list.hpp>
 #include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/detail/ready_queue.hpp>
 #include <cogwheel/runtime/options.hpp>
@@ -36,26 +37,8 @@ namespace cogwheel::detail {
 // Something that outlives coroutine frames but holds loop resources (a listener's armed accept
 // SQE and back-off timer): the loop calls on_shutdown once, after destroying its coroutines and
 // before the ring goes, and the owner lets go of the loop there. Unlinks itself when destroyed.
-class shutdown_hook {
- public:
-  shutdown_hook() noexcept = default;
-  shutdown_hook(const shutdown_hook&) = delete;
-  shutdown_hook& operator=(const shutdown_hook&) = delete;
-  ~shutdown_hook() { unlink(); }
-
+struct shutdown_hook : list_link {
   void (*on_shutdown)(shutdown_hook&) noexcept = nullptr;
-  bool linked() const noexcept { return next_ != nullptr; }
-  void unlink() noexcept {
-    if (next_ == nullptr) return;
-    prev_->next_ = next_;
-    next_->prev_ = prev_;
-    prev_ = next_ = nullptr;
-  }
-
- private:
-  friend class event_loop;
-  shutdown_hook* prev_ = nullptr;
-  shutdown_hook* next_ = nullptr;
 };
 
 // A spawned (detached) coroutine's link in its loop's list (in the frame's promise).
@@ -148,12 +131,7 @@ class event_loop {
   bool stop_requested() const noexcept { return stop_requested_; }
 
   // Precondition: !h.linked(). See shutdown_hook.
-  void add_shutdown_hook(shutdown_hook& h) noexcept {
-    h.prev_ = &hooks_;
-    h.next_ = hooks_.next_;
-    hooks_.next_->prev_ = &h;
-    hooks_.next_ = &h;
-  }
+  void add_shutdown_hook(shutdown_hook& h) noexcept { hooks_.push_back(h); }
 
   // Spawned (detached) coroutines, destroyed at shutdown if still suspended.
   void link_spawned(spawned_link& l) noexcept;
@@ -205,7 +183,7 @@ class event_loop {
   bool shut_down_ = false;
   bool nudged_ = false;
   spawned_link spawned_;
-  shutdown_hook hooks_;  // sentinel of a circular list
+  intrusive_list<shutdown_hook> hooks_;
 
   int wake_fd_ = -1;
   wake_op wake_;

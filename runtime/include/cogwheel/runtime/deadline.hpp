@@ -20,37 +20,17 @@
 #include <coroutine>
 #include <cstdint>
 
+#include <cogwheel/runtime/detail/intrusive_list.hpp>
 #include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/time.hpp>
 #include <cogwheel/timer/node.hpp>
 
 namespace cogwheel {
 
-class deadline;
-
 namespace detail {
 // What a deadline tells the operations waiting on it; a node of the deadline's waiter list.
-class deadline_waiter {
- public:
-  deadline_waiter() noexcept = default;
-  deadline_waiter(const deadline_waiter&) = delete;
-  deadline_waiter& operator=(const deadline_waiter&) = delete;
-  ~deadline_waiter() { unlink(); }
-
+struct deadline_waiter : list_link {
   void (*on_deadline)(deadline_waiter&) noexcept = nullptr;
-
-  bool linked() const noexcept { return next_ != nullptr; }
-  void unlink() noexcept {
-    if (next_ == nullptr) return;
-    prev_->next_ = next_;
-    next_->prev_ = prev_;
-    prev_ = next_ = nullptr;
-  }
-
- private:
-  friend class cogwheel::deadline;
-  deadline_waiter* prev_ = nullptr;
-  deadline_waiter* next_ = nullptr;  // null iff not waiting
 };
 }  // namespace detail
 
@@ -81,12 +61,7 @@ class deadline : private timer::timer_node {
 
   // For with_deadline. Precondition of attach: !w.linked(). detach is a no-op for a waiter
   // that is not waiting (e.g. one the expiry already released).
-  void attach(detail::deadline_waiter& w) noexcept {
-    w.prev_ = waiters_.prev_;
-    w.next_ = &waiters_;
-    waiters_.prev_->next_ = &w;
-    waiters_.prev_ = &w;
-  }
+  void attach(detail::deadline_waiter& w) noexcept { waiters_.push_back(w); }
   void detach(detail::deadline_waiter& w) noexcept { w.unlink(); }
 
  private:
@@ -97,7 +72,7 @@ class deadline : private timer::timer_node {
   detail::ready_node expired_;  // queued in the expired batch between expiry and release
   clock::time_point expiry_;
   bool fired_ = false;
-  detail::deadline_waiter waiters_;  // sentinel of a circular list of waiting operations
+  detail::intrusive_list<detail::deadline_waiter> waiters_;  // the operations waiting on it
 };
 
 }  // namespace cogwheel

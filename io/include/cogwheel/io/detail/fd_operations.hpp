@@ -16,78 +16,34 @@
 // an owner with none may move to another core.
 #pragma once
 
-#include <utility>
+#include <cogwheel/runtime/detail/intrusive_list.hpp>
 
 namespace cogwheel::detail {
 
-class fd_operations;
-
 // What an operation in flight on a descriptor puts into its owner's list.
-class fd_operation_link {
- public:
-  fd_operation_link() noexcept = default;
-  fd_operation_link(const fd_operation_link&) = delete;
-  fd_operation_link& operator=(const fd_operation_link&) = delete;
-  ~fd_operation_link() { unlink(); }
-
+struct fd_operation_link : list_link {
   // Called by close_all() after unlinking: cancel, never resume anything from here.
   void (*on_close)(fd_operation_link&) noexcept = nullptr;
-
-  bool linked() const noexcept { return next_ != nullptr; }
-  void unlink() noexcept {
-    if (next_ == nullptr) return;
-    prev_->next_ = next_;
-    next_->prev_ = prev_;
-    prev_ = next_ = nullptr;
-  }
-
- private:
-  friend class fd_operations;
-  fd_operation_link* prev_ = nullptr;
-  fd_operation_link* next_ = nullptr;  // null iff not linked
 };
 
 class fd_operations {
  public:
-  fd_operations() noexcept { head_.prev_ = head_.next_ = &head_; }
-  fd_operations(const fd_operations&) = delete;
-  fd_operations& operator=(const fd_operations&) = delete;
+  fd_operations() noexcept = default;
   // Takes o's operations (they stay linked, now here): a stream may move while it reads.
-  fd_operations(fd_operations&& o) noexcept : fd_operations() { take(o); }
-  fd_operations& operator=(fd_operations&& o) noexcept {
-    if (this != &o) take(o);  // precondition: this list is empty (its owner was closed)
-    return *this;
-  }
+  fd_operations(fd_operations&& o) noexcept = default;
+  // Precondition: this list is empty (its owner was closed).
+  fd_operations& operator=(fd_operations&& o) noexcept = default;
   ~fd_operations() { close_all(); }
 
-  bool empty() const noexcept { return head_.next_ == &head_; }
-
-  void add(fd_operation_link& l) noexcept {
-    l.prev_ = head_.prev_;
-    l.next_ = &head_;
-    head_.prev_->next_ = &l;
-    head_.prev_ = &l;
-  }
-
+  bool empty() const noexcept { return ops_.empty(); }
+  void add(fd_operation_link& l) noexcept { ops_.push_back(l); }
   // Unlinks and cancels every operation. Postcondition: empty().
   void close_all() noexcept {
-    while (!empty()) {
-      fd_operation_link& l = *head_.next_;
-      l.unlink();
-      l.on_close(l);
-    }
+    ops_.drain([](fd_operation_link& l) { l.on_close(l); });
   }
 
  private:
-  void take(fd_operations& o) noexcept {
-    if (o.empty()) return;
-    head_.next_ = std::exchange(o.head_.next_, &o.head_);
-    head_.prev_ = std::exchange(o.head_.prev_, &o.head_);
-    head_.next_->prev_ = &head_;
-    head_.prev_->next_ = &head_;
-  }
-
-  fd_operation_link head_;  // sentinel of a circular list; never "linked" to itself
+  intrusive_list<fd_operation_link> ops_;
 };
 
 }  // namespace cogwheel::detail
