@@ -100,18 +100,12 @@ struct submit_state {
   // On the target core: the outcome goes home (the chain's reference travels with it).
   void send_reply() noexcept { post_remote(*home, reply); }
 
-  // F (a closure, often) can make this type non-standard-layout, where offsetof is only
-  // conditionally supported: g++ and clang support it for any type without virtual bases, but
-  // warn (-Winvalid-offsetof), which -Werror builds of a caller's code turn into an error.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winvalid-offsetof"
   static submit_state& of_request(remote_message& m) noexcept {
     return *reinterpret_cast<submit_state*>(reinterpret_cast<char*>(&m) - offsetof(submit_state, request));
   }
   static submit_state& of_reply(remote_message& m) noexcept {
     return *reinterpret_cast<submit_state*>(reinterpret_cast<char*>(&m) - offsetof(submit_state, reply));
   }
-#pragma GCC diagnostic pop
   static void on_request(remote_message& m) noexcept;
   static void on_reply(remote_message& m) noexcept {
     submit_state& st = of_reply(m);
