@@ -500,6 +500,41 @@ TEST(timeout_io, data_already_there_when_the_deadline_is_reached_wins_on_a_pause
   }
 }
 
+TEST(timeout_io, a_read_inside_a_task_under_a_timeout_completes_with_operation_canceled) {
+  // README: a task awaited under a timeout observes cancellation at its next suspension point:
+  // what it awaits (here a socket read, in flight when the timer fires, and one started after)
+  // completes with operation_canceled, and the caller gets timed_out once the task finished.
+  run(
+      []() -> task<void> {
+        auto pair = co_await connect_pair();
+        CO_ASSERT_OK(pair);
+        std::vector<std::error_code> seen;
+        auto reader = [](tcp_stream& s, std::vector<std::error_code>& seen) -> task<void> {
+          std::byte buf[8];
+          for (int i = 0; i < 2; ++i) {
+            auto n = co_await s.read(buf);
+            seen.push_back(n ? std::error_code() : n.error());
+          }
+        };
+        const auto start = loop_now();
+        auto r = co_await with_timeout(reader(pair->server, seen), 10ms);
+        CO_ASSERT_TRUE(!r);
+        EXPECT_EQ(r.error(), errc::timed_out);
+        EXPECT_GE(loop_now() - start, 10ms);
+        EXPECT_LT(loop_now() - start, 11ms);  // within the tick the deadline rounds up to
+        CO_ASSERT_TRUE(seen.size() == 2u);
+        EXPECT_EQ(seen[0], errc::operation_canceled);
+        EXPECT_EQ(seen[1], errc::operation_canceled);
+        // Nothing of the reader is left armed: the next byte reaches the next read.
+        CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("z")));
+        std::byte b[1];
+        auto n = co_await with_timeout(pair->server.read(b), 1s);
+        CO_ASSERT_OK(n);
+        EXPECT_EQ(*n, 1u);
+      }(),
+      paused());
+}
+
 TEST(timeout_io, write_all_cut_by_its_timeout_reports_exactly_the_bytes_sent) {
   // A timeout never loses bytes written: with_timeout can only say timed_out, so write_all's
   // counter tells the caller how far it got, and the peer receives exactly that prefix.
