@@ -120,7 +120,7 @@ TEST(close, destroying_a_stream_cancels_its_reads_and_writes_alike) {
       co_await sleep_for(20ms);
       holder.reset();  // the destructor closes
     };
-    co_await with_timeout([&]() -> task<void> { co_await when_all(reader(), writer(), killer()); }(), 5s);
+    (void)co_await with_timeout([&]() -> task<void> { co_await when_all(reader(), writer(), killer()); }(), 5s);
     CO_ASSERT_TRUE(read_outcome && write_outcome);
     EXPECT_EQ(read_outcome->error(), errc::operation_canceled);
     EXPECT_EQ(write_outcome->error(), errc::operation_canceled);
@@ -144,7 +144,7 @@ TEST(close, a_stream_moved_while_reading_keeps_its_read_and_closing_it_cancels_i
       EXPECT_FALSE(outcome.has_value());
       moved.close();
     };
-    co_await with_timeout(together(reader(), mover()), 5s);
+    (void)co_await with_timeout(together(reader(), mover()), 5s);
     CO_ASSERT_TRUE(outcome.has_value());
     EXPECT_EQ(outcome->error(), errc::operation_canceled);
   }());
@@ -213,7 +213,7 @@ TEST(close, an_idle_stream_moves_to_another_core_and_is_served_there) {
       EXPECT_EQ(text_of(std::span(back.data(), *n)), "hello");
       checked = true;
     };
-    co_await with_timeout(together(serve(), talk()), 5s);
+    (void)co_await with_timeout(together(serve(), talk()), 5s);
   });
   EXPECT_TRUE(checked);
 }
@@ -263,7 +263,7 @@ TEST(close, a_stream_closed_on_another_core_than_its_read_is_reported_and_aborts
             co_await sleep_for(5ms);  // the read is in flight on core 0
             co_await submit_to(1, [&s] { s.close(); });
           };
-          co_await with_timeout(together(reader(pair->server), closer(pair->server)), 5s);
+          (void)co_await with_timeout(together(reader(pair->server), closer(pair->server)), 5s);
         });
       },
       "closed on a thread other than the one its in-flight operation runs on");
