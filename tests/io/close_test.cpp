@@ -120,7 +120,7 @@ TEST(close, destroying_a_stream_cancels_its_reads_and_writes_alike) {
       co_await sleep_for(20ms);
       holder.reset();  // the destructor closes
     };
-    co_await with_timeout([&]() -> task<void> { co_await when_all(reader(), writer(), killer()); }(), 5s);
+    (void)co_await with_timeout([&]() -> task<void> { co_await when_all(reader(), writer(), killer()); }(), 5s);
     CO_ASSERT_TRUE(read_outcome && write_outcome);
     EXPECT_EQ(read_outcome->error(), errc::operation_canceled);
     EXPECT_EQ(write_outcome->error(), errc::operation_canceled);
@@ -144,7 +144,7 @@ TEST(close, a_stream_moved_while_reading_keeps_its_read_and_closing_it_cancels_i
       EXPECT_FALSE(outcome.has_value());
       moved.close();
     };
-    co_await with_timeout(together(reader(), mover()), 5s);
+    (void)co_await with_timeout(together(reader(), mover()), 5s);
     CO_ASSERT_TRUE(outcome.has_value());
     EXPECT_EQ(outcome->error(), errc::operation_canceled);
   }());
@@ -213,9 +213,60 @@ TEST(close, an_idle_stream_moves_to_another_core_and_is_served_there) {
       EXPECT_EQ(text_of(std::span(back.data(), *n)), "hello");
       checked = true;
     };
-    co_await with_timeout(together(serve(), talk()), 5s);
+    (void)co_await with_timeout(together(serve(), talk()), 5s);
   });
   EXPECT_TRUE(checked);
+}
+
+TEST(close, a_stream_with_linger_zero_closed_while_reading_resets_the_peer) {
+  // README: the peer sees the FIN, "or RST with linger 0", once the kernel has let go of the
+  // cancelled read.
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    CO_ASSERT_OK(pair->server.set_linger(true, 0));
+    std::optional<result<std::size_t>> outcome;
+    auto reader = [&]() -> task<void> {
+      std::array<std::byte, 64> buf;
+      outcome = co_await pair->server.read(buf);
+    };
+    auto closer = [&]() -> task<void> {
+      co_await sleep_for(5ms);
+      pair->server.close();
+      std::array<std::byte, 64> buf;
+      auto r = co_await with_timeout(pair->client.read(buf), 1s);
+      CO_ASSERT_TRUE(!r);
+      EXPECT_EQ(r.error(), errc::connection_reset) << r.error().message();
+    };
+    co_await when_all(reader(), closer());
+    CO_ASSERT_TRUE(outcome.has_value());
+    EXPECT_EQ(outcome->error(), errc::operation_canceled);
+  }());
+}
+
+TEST(close, a_stream_closed_on_another_core_than_its_read_is_reported_and_aborts) {
+  // README: a socket with operations in flight must be closed on their core; misuse is
+  // reported and aborts (rather than cancelling on a ring of another thread).
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        runtime rt(runtime_options{.cores = 2, .pin_threads = false});
+        rt.run([](unsigned core) -> task<void> {
+          if (core != 0) co_return;
+          auto pair = co_await connect_pair();
+          if (!pair) co_return;
+          auto reader = [](tcp_stream& s) -> task<void> {
+            std::array<std::byte, 8> buf;
+            (void)co_await s.read(buf);
+          };
+          auto closer = [](tcp_stream& s) -> task<void> {
+            co_await sleep_for(5ms);  // the read is in flight on core 0
+            co_await submit_to(1, [&s] { s.close(); });
+          };
+          (void)co_await with_timeout(together(reader(pair->server), closer(pair->server)), 5s);
+        });
+      },
+      "closed on a thread other than the one its in-flight operation runs on");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Faults a server meets: peers that reset, writes to dead peers (an error, never SIGPIPE),
 // and running out of descriptors in an accept loop (no spinning, existing connections still
-// served, recovery once descriptors free up).
+// served, recovery once descriptors free up), on the paused clock so the back-off is counted exactly.
 #include <cogwheel/cogwheel.hpp>  // first: the umbrella header compiles on its own
 
 #include <fcntl.h>
@@ -145,6 +145,7 @@ struct server_state {
   int other_errors = 0;
   int serving = 0;  // echo tasks still running
   bool accepting = true;
+  std::vector<clock::time_point> emfile_at;  // when each EMFILE reached the accept loop
 };
 
 task<void> serve_echo(tcp_stream& s, int& serving) {
@@ -168,6 +169,7 @@ task<void> accept_loop(tcp_listener& listener, server_state& st) {
       spawn(serve_echo(st.connections.back(), st.serving));
     } else if (r.error() == errc::too_many_files_open) {
       ++st.emfile;  // a real server would log it and carry on, as here
+      st.emfile_at.push_back(now());
     } else if (r.error() == errc::operation_canceled) {
       st.accepting = false;  // the listener closed
       co_return;
@@ -186,8 +188,8 @@ task<void> echo_once(tcp_stream& client, std::string_view text) {
 }
 
 task<void> wait_until(auto condition, clock::duration limit) {
-  const auto give_up = clock::now() + limit;
-  while (!condition() && clock::now() < give_up) co_await sleep_for(5ms);
+  const auto give_up = now() + limit;
+  while (!condition() && now() < give_up) co_await sleep_for(5ms);
 }
 
 task<void> run_out_of_descriptors(std::vector<int> client_fds) {
@@ -211,17 +213,34 @@ task<void> run_out_of_descriptors(std::vector<int> client_fds) {
   EXPECT_LT(accepted, static_cast<std::size_t>(clients));
   EXPECT_EQ(st.other_errors, 0);
 
-  // No spinning: while descriptors stay exhausted the listener backs off (1 ms doubling to
-  // 1 s), so in 200 ms the accept loop runs a handful of times, not thousands.
+  // No spinning, counted exactly on the paused clock: while descriptors stay exhausted, each
+  // round arms a batch of accept SQEs (up to 8 in flight), every one fails, the last to fail
+  // reports EMFILE to the one waiting accept() and starts the back-off, which doubles from
+  // 1 ms to 1 s. So the EMFILEs reach the loop 1, 2, 4, ... 512, 1000, 1000 ms apart, with one
+  // accept() call and 8 completions per round, whatever the machine's speed.
+  const int rounds_before = st.emfile;
   const int calls_before = st.accept_calls;
   const auto stats_before = loop_stats();
-  co_await sleep_for(200ms);
-  const int calls = st.accept_calls - calls_before;
-  const auto iterations = loop_stats().iterations - stats_before.iterations;
-  EXPECT_LT(calls, 50) << "accept() calls in 200 ms";
-  EXPECT_LT(iterations, 200u) << "loop iterations in 200 ms";
-  std::printf("out of descriptors: %zu accepted, %d accept() calls and %llu loop iterations in 200 ms\n", accepted,
-              calls, static_cast<unsigned long long>(iterations));
+  co_await sleep_for(3s);
+  const int rounds = st.emfile - rounds_before;
+  EXPECT_EQ(st.accept_calls - calls_before, rounds) << "accept() calls: one per round";
+  EXPECT_EQ(loop_stats().completions - stats_before.completions, 8u * static_cast<unsigned>(rounds))
+      << "completions: one batch of 8 failing accept SQEs per round";
+  std::vector<clock::duration> gaps;
+  for (std::size_t i = 1; i < st.emfile_at.size(); ++i) gaps.push_back(st.emfile_at[i] - st.emfile_at[i - 1]);
+  std::vector<clock::duration> expected;
+  for (clock::duration d = 1ms; gaps.size() > expected.size(); d = std::min<clock::duration>(2 * d, 1s))
+    expected.push_back(d);
+  // The first back-off starts off the tick grid (at the iteration's timestamp), so it ends on
+  // the next tick at or after 1 ms (never early, less than one tick late); every later one
+  // starts on the grid and is exact.
+  CO_ASSERT_TRUE(gaps.size() >= 11);
+  EXPECT_GE(gaps[0], 1ms);
+  EXPECT_LT(gaps[0], 2ms);
+  gaps[0] = expected[0];
+  EXPECT_EQ(gaps, expected);
+  std::printf("out of descriptors: %zu accepted, %d EMFILE rounds in 3 s (paused clock), %zu gaps\n", accepted,
+              rounds, gaps.size());
   EXPECT_EQ(st.connections.size(), accepted);
 
   // Connections already accepted are still served (the kernel queues them in order, so
@@ -275,7 +294,7 @@ void accept_loop_out_of_descriptors() {
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
   rl.rlim_cur = fd_limit;
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &rl), 0);
-  run(run_out_of_descriptors(std::move(fds)));
+  run(run_out_of_descriptors(std::move(fds)), runtime_options{.paused_clock = true});
 }
 
 TEST(fault, accept_loop_out_of_descriptors_backs_off_keeps_serving_and_recovers) {

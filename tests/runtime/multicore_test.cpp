@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include <cogwheel/runtime/continuation.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/spawn.hpp>
 #include <cogwheel/runtime/stop.hpp>
@@ -303,6 +304,52 @@ TEST(submit_to, a_timeout_around_it_answers_only_once_the_remote_work_finished) 
     result<int> r = co_await with_timeout(ask(), 10ms);
     EXPECT_EQ(r.error(), errc::timed_out);
     EXPECT_GE(clock::now() - t0, 100ms);
+    checked = true;
+  });
+  EXPECT_TRUE(checked.load());
+}
+
+// The caller's frame destroyed while its submit_to is in flight (not by a stop: the task
+// holding it goes away): the remote work still runs to its end, its result is dropped, nothing
+// resumes the destroyed frame, and the request's state is released (LeakSanitizer checks).
+// Both kinds of remote work, a plain function and a task, and a reply that comes back while
+// the caller's core is busy with other work.
+TEST(submit_to, a_caller_frame_destroyed_mid_flight_is_never_resumed_and_the_remote_work_still_runs) {
+  runtime rt(two_cores());
+  std::atomic<int> remote_ran{0};
+  std::atomic<bool> checked{false};
+  rt.run([&](unsigned core) -> task<> {
+    if (core != 0) co_return;
+    constexpr int callers = 20;
+    bool resumed = false;
+    std::atomic<bool> destroyed[callers] = {};
+    std::vector<task<>> frames;
+    for (int i = 0; i < callers; ++i) {
+      auto caller = [](int i, atomic_probe, std::atomic<int>& ran, bool& resumed) -> task<> {
+        if (i % 2 == 0) {
+          (void)co_await submit_to(1, [&ran]() -> task<int> {
+            co_await sleep_for(20ms);
+            ++ran;
+            co_return 1;
+          });
+        } else {
+          (void)co_await submit_to(1, [&ran] {
+            ++ran;
+            return 2;
+          });
+        }
+        resumed = true;
+      };
+      frames.push_back(caller(i, atomic_probe(destroyed[i]), remote_ran, resumed));
+      frames.back().start(detail::continuation(), nullptr).resume();  // suspended in submit_to
+    }
+    frames.clear();  // every caller's frame goes while its request is in flight
+    for (const auto& d : destroyed) EXPECT_TRUE(d.load());
+    const auto give_up = clock::now() + 5s;
+    while (remote_ran.load() < callers && clock::now() < give_up) co_await sleep_for(1ms);
+    co_await sleep_for(20ms);  // the replies arrive and are dropped
+    EXPECT_EQ(remote_ran.load(), callers);
+    EXPECT_FALSE(resumed);
     checked = true;
   });
   EXPECT_TRUE(checked.load());

@@ -247,6 +247,33 @@ TEST(with_timeout, later_operations_of_a_stopped_task_complete_at_once) {
   }());
 }
 
+// README's exception to "observes cancellation at its next suspension point": yield() is not
+// cut short, it completes at the next iteration anyway. A task that yields in a loop under a
+// timeout keeps yielding after the timer fired, and its first cancellable suspension after
+// that (a sleep) completes at once; the caller gets timed_out when the task has finished.
+TEST(with_timeout, yields_of_a_stopped_task_go_on_and_its_next_sleep_completes_at_once) {
+  run_paused([]() -> task<> {
+    int yields_after_stop = 0;
+    bool slept_long = false;
+    auto worker = [&]() -> task<> {
+      while (!co_await stop_requested()) co_await sleep_for(1ms);
+      for (int i = 0; i < 5; ++i) {
+        co_await yield();
+        ++yields_after_stop;
+      }
+      const auto t0 = test::loop_now();
+      co_await sleep_for(1h);
+      slept_long = test::loop_now() - t0 >= 1h;
+    };
+    const auto start = test::loop_now();
+    auto r = co_await with_timeout(worker(), 10ms);
+    EXPECT_EQ(r.error(), errc::timed_out);
+    EXPECT_EQ(yields_after_stop, 5);
+    EXPECT_FALSE(slept_long);
+    EXPECT_LT(since(start), 10ms + 2 * tick);
+  }());
+}
+
 TEST(with_timeout, when_all_under_a_timeout_cancels_every_child) {
   run_paused([]() -> task<> {
     int finished = 0;

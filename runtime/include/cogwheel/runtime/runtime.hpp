@@ -130,6 +130,23 @@ struct submit_state : submit_request, submit_reply {
   event_loop* home = nullptr;
   bool abandoned = false;
   bool completed = false;
+  bool spawning = false;  // on the target core, while on_request spawns run_submitted
+};
+
+// The message chain's reference to a submit_state, held by run_submitted's frame as a
+// parameter, so from the frame's creation: a frame destroyed before it ever ran (spawned on a
+// loop that shut down before its next iteration) releases it too. Not while on_request is
+// still spawning the frame: if that fails, on_request replies with the error instead, and the
+// reply carries the reference.
+template <class T, class F>
+struct submit_chain_ref {
+  explicit submit_chain_ref(submit_state<T, F>* s) noexcept : st(s) {}
+  submit_chain_ref(submit_chain_ref&& o) noexcept : st(std::exchange(o.st, nullptr)), replied(o.replied) {}
+  ~submit_chain_ref() {
+    if (st != nullptr && !replied && !st->spawning) st->release();
+  }
+  submit_state<T, F>* st;
+  bool replied = false;
 };
 
 // Runs a task-returning function on the target core. The state (and so f, whose captures a
@@ -137,14 +154,8 @@ struct submit_state : submit_request, submit_reply {
 // before that (the target loop shutting down) releases the chain's reference instead of
 // replying.
 template <class T, class F>
-task<void> run_submitted(submit_state<T, F>* st) {
-  struct chain_ref {
-    submit_state<T, F>* st;
-    bool replied = false;
-    ~chain_ref() {
-      if (!replied) st->release();
-    }
-  } ref{st};
+task<void> run_submitted(submit_chain_ref<T, F> ref) {
+  submit_state<T, F>* st = ref.st;
   try {
     if constexpr (std::is_void_v<T>) {
       co_await st->f();
@@ -162,9 +173,12 @@ template <class T, class F>
 void submit_state<T, F>::on_request(remote_message& m) noexcept {
   submit_state& st = of_request(m);
   if constexpr (std::is_same_v<submit_result_t<F>, task<T>>) {
+    st.spawning = true;
     try {
-      spawn(run_submitted<T>(&st));
-    } catch (...) {  // the frame could not be allocated
+      spawn(run_submitted(submit_chain_ref<T, F>(&st)));
+      st.spawning = false;
+    } catch (...) {  // a frame could not be allocated
+      st.spawning = false;
       st.error = std::current_exception();
       st.send_reply();
     }
