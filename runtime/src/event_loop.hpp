@@ -92,6 +92,8 @@ class event_loop {
   clock::time_point now() const noexcept { return now_; }
   timer::timer_queue& timers() noexcept { return timers_; }
   const loop_stats& stats() const noexcept { return stats_; }
+  // For registrations with the ring (io's provided buffer rings); not for submitting.
+  io_uring& ring() noexcept { return ring_; }
   bool paused_clock() const noexcept { return paused_; }
 
   // A free SQE; never null: when the SQ is full it submits what is queued and retries (the
