@@ -46,6 +46,9 @@ std::atomic<long> messages{0};
 std::atomic<std::uint64_t> timer_ns[64];  // per core, refreshed by each core's reporter
 
 // Copies this core's loop counters where main() can read them after the runtime stops.
+// A sleep in a frame of its own, allocated only while it runs: the sessions' frames stay small.
+task<void> pause(clock::duration d) { co_await sleep_for(d); }
+
 task<void> report_timer_work(unsigned core) {
   for (;;) {
     timer_ns[core % 64].store(loop_stats().timer_ns, std::memory_order_relaxed);
@@ -53,9 +56,12 @@ task<void> report_timer_work(unsigned core) {
   }
 }
 
-// Pooled: the message buffer is taken from the core's pool when data arrives and returned
-// when the echo is written; otherwise it is a 4 KiB array in the frame, idle or not.
-template <bool Pooled>
+// Every session spends a connection's memory on nothing but itself: hence a template per
+// buffer kind and mode, so that a frame holds only the awaiters of its own mode (a switch over
+// modes in one coroutine keeps all of them in every frame). Pooled: the message buffer comes
+// from the core's pool when data arrives and goes back once the echo is written; otherwise it
+// is a 4 KiB array in the frame, idle or not.
+template <bool Pooled, mode How>
 task<void> session(tcp_stream conn, const settings& cfg) {
   (void)conn.set_nodelay(true);
   connections.fetch_add(1, std::memory_order_relaxed);
@@ -71,20 +77,15 @@ task<void> session(tcp_stream conn, const settings& cfg) {
   long served = 0;
   for (;;) {
     std::conditional_t<Pooled, result<pooled_buffer>, result<std::size_t>> n = errc::invalid_argument;
-    switch (cfg.how) {
-      case mode::deadline:
-        n = co_await with_deadline(read(), idle);
-        break;
-      case mode::timeout:
-        n = co_await with_timeout(read(), cfg.read_timeout);
-        break;
-      case mode::plain:
-        n = co_await read();
-        break;
-    }
+    if constexpr (How == mode::deadline)
+      n = co_await with_deadline(read(), idle);
+    else if constexpr (How == mode::timeout)
+      n = co_await with_timeout(read(), cfg.read_timeout);
+    else
+      n = co_await read();
     if (!n) {
       if (n.error() == errc::no_buffer_space) {  // every buffer of the pool is in use: soon back
-        co_await sleep_for(1ms);
+        co_await pause(1ms);
         continue;
       }
       if (n.error() == errc::timed_out) kicked.fetch_add(1, std::memory_order_relaxed);
@@ -96,11 +97,23 @@ task<void> session(tcp_stream conn, const settings& cfg) {
     else
       message = std::span(buf).first(*n);
     if (message.empty()) break;
-    if (cfg.how == mode::deadline) idle.reset(cfg.idle_timeout);
+    if constexpr (How == mode::deadline) idle.reset(cfg.idle_timeout);
     ++served;
     if (!co_await conn.write_all(message)) break;
   }
   messages.fetch_add(served, std::memory_order_relaxed);
+}
+
+template <bool Pooled>
+void spawn_session(tcp_stream conn, const settings& cfg) {
+  switch (cfg.how) {
+    case mode::deadline:
+      return spawn(session<Pooled, mode::deadline>(std::move(conn), cfg));
+    case mode::timeout:
+      return spawn(session<Pooled, mode::timeout>(std::move(conn), cfg));
+    case mode::plain:
+      return spawn(session<Pooled, mode::plain>(std::move(conn), cfg));
+  }
 }
 
 }  // namespace
@@ -149,9 +162,9 @@ int main(int argc, char** argv) {
         continue;
       }
       if (cfg.pooled)
-        spawn(session<true>(std::move(*conn), cfg));
+        spawn_session<true>(std::move(*conn), cfg);
       else
-        spawn(session<false>(std::move(*conn), cfg));
+        spawn_session<false>(std::move(*conn), cfg);
     }
   });
   std::printf("served %ld connections, %ld messages; %ld kicked for idleness; CPU %.3f s (%.2f us per message)\n",

@@ -40,11 +40,14 @@ class pool_state : private shutdown_hook {
     if (--uses_ == 0) delete this;
   }
 
-  // The kernel filled buffer `id` with `len` bytes: it leaves the ring for a handle.
-  pooled_buffer take(std::uint16_t id, std::uint32_t len) noexcept {
+  // The kernel took buffer `id` out of the ring: whoever calls this owns it (counted as held,
+  // and as a use), until give_back() or until handing it to a handle with adopt().
+  void take([[maybe_unused]] std::uint16_t id) noexcept {
     assert(id < count_);
     ++held_;
     use();
+  }
+  pooled_buffer adopt(std::uint16_t id, std::uint32_t len) noexcept {
     return pooled_buffer(this, memory_ + std::size_t{id} * size_, len, id);
   }
   void give_back(std::uint16_t id) noexcept {
@@ -177,8 +180,8 @@ void give_back(pool_state& pool, std::uint16_t id) noexcept { pool.give_back(id)
 // --- the read ---
 
 pooled_recv_operation::~pooled_recv_operation() {
-  cancel_and_wait();  // a buffer that raced in lands in got_ while got_ is still alive
-  got_.reset();
+  cancel_and_wait();  // a buffer that races in is owned here before the next line
+  if (got_) pool_->give_back(got_id_);
   if (counted_) pool_->unuse();
 }
 
@@ -186,14 +189,14 @@ std::coroutine_handle<> pooled_recv_operation::start(continuation c) {
   if (shared_) {
     auto p = buffer_pool::of_this_core();
     if (!p) {
-      start_error_ = p.error();
+      start_error_ = p.error().value();  // an errno (system or generic category alike)
       return c.complete();
     }
     pool_ = (*p)->state();
   }
   // A pool of another core, or one already let go of, has no ring on this one.
   if (pool_ == nullptr || pool_->loop() != &current_loop()) {
-    start_error_ = std::make_error_code(errc::invalid_argument);
+    start_error_ = EINVAL;
     return c.complete();
   }
   pool_->use();
@@ -210,9 +213,14 @@ void pooled_recv_operation::prepare(io_uring_sqe* sqe) noexcept {
 
 bool pooled_recv_operation::on_completion(int res, unsigned flags) noexcept {
   if ((flags & IORING_CQE_F_BUFFER) != 0) {
-    got_ = pool_->take(static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT),
-                       res > 0 ? static_cast<std::uint32_t>(res) : 0);
-    if (res <= 0) got_.reset();  // end of stream or an error carries no bytes
+    const auto id = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
+    pool_->take(id);
+    if (res > 0) {
+      got_ = true;
+      got_id_ = id;
+    } else {
+      pool_->give_back(id);  // end of stream or an error carries no bytes
+    }
   }
   if (res == -ENOBUFS && !poll_first_ && !cancel_requested()) {
     poll_first_ = true;  // the ring was empty at submission: wait for data first, then pick
@@ -223,10 +231,11 @@ bool pooled_recv_operation::on_completion(int res, unsigned flags) noexcept {
 }
 
 result<pooled_buffer> pooled_recv_operation::make_result(int res) noexcept {
-  if (start_error_) return start_error_;
+  if (start_error_ != 0) return errno_code(start_error_);
   if (res > 0) {
-    assert(got_.size() == static_cast<std::size_t>(res));
-    return std::move(got_);
+    assert(got_);
+    got_ = false;
+    return pool_->adopt(got_id_, static_cast<std::uint32_t>(res));
   }
   if (res == 0) return pooled_buffer{};
   // Cancelled before the retry that would have waited for data: nothing arrived.

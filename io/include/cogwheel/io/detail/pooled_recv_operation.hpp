@@ -6,14 +6,15 @@
 // then once more with IORING_RECVSEND_POLL_FIRST, which waits for data before picking a buffer,
 // so errc::no_buffer_space is reported only when data arrived and no buffer was free.
 //
-// Ownership: a completion that carries a buffer hands it to got_ at once (on_completion), on
-// every path: the awaiting coroutine gets it, or, when the frame is going away or the
-// completion raced a cancel, got_'s destructor returns it to the ring. The pool is counted as
-// used by this operation from start() to its destruction, so it outlives its completion.
+// Ownership: a completion that carries a buffer makes this operation its owner at once
+// (on_completion, got_id_), on every path: make_result hands it to the awaiting coroutine, or,
+// when the frame is going away or nobody asks for the result, the destructor returns it to the
+// ring. The pool is counted as used by this operation from start() to its destruction, so it
+// outlives its completion. Kept small: it sits in the frame of every waiting connection.
 #pragma once
 
 #include <coroutine>
-#include <system_error>
+#include <cstdint>
 
 #include <cogwheel/io/buffer_pool.hpp>
 #include <cogwheel/io/detail/kernel_operation.hpp>
@@ -36,9 +37,10 @@ class pooled_recv_operation : public kernel_operation<pooled_recv_operation, cog
 
  private:
   int fd_;
+  int start_error_ = 0;  // errno: the pool could not be used, completed at once with this
   pool_state* pool_;
-  pooled_buffer got_;
-  std::error_code start_error_;  // the pool could not be used: completed at once with this
+  std::uint16_t got_id_ = 0;
+  bool got_ = false;         // owns buffer got_id_ of pool_, filled with res_ bytes
   bool shared_;
   bool counted_ = false;     // this operation holds a use of pool_
   bool poll_first_ = false;  // second attempt, see above
