@@ -206,7 +206,8 @@ TEST(pooled_read, data_racing_the_timeout_is_returned_never_lost) {
         }
       }
     };
-    co_await with_timeout(together(writer(f->pair.client, total), reader(*f, total, timeouts)), 20s);
+    auto done = co_await with_timeout(together(writer(f->pair.client, total), reader(*f, total, timeouts)), 20s);
+    EXPECT_TRUE(done) << done.error().message();
     EXPECT_EQ(f->pool.available(), 8u);
     RecordProperty("timeouts", static_cast<int>(timeouts));
   }());
