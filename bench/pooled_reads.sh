@@ -16,6 +16,7 @@
 # Usage: bash bench/pooled_reads.sh [BUILD_DIR]      (default build/bench; builds nothing:
 #          cmake --build BUILD_DIR --target echo_server load_client)
 # Environment: IDLE=19000 ROUNDS=3 CONNECTIONS=1000 DURATION_MS=3000 SIZES="64 1024" PORT=7711
+#              PARTS="memory echo" (either alone runs only that part)
 # Needs 2 CPUs (server on CPU 0, client on CPU 1) and a hard RLIMIT_NOFILE above IDLE + 100 in
 # each process (the client and the server each hold one descriptor per connection).
 set -euo pipefail
@@ -27,6 +28,7 @@ connections=${CONNECTIONS:-1000}
 duration_ms=${DURATION_MS:-3000}
 sizes=${SIZES:-64 1024}
 port=${PORT:-7711}
+parts=${PARTS:-memory echo}
 
 find_bin() {
   local p
@@ -141,6 +143,7 @@ echo_round() {
 
 echo "pooled_reads: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)," \
      "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $rounds rounds interleaved, medians"
+if [[ " $parts " == *" memory "* ]]; then
 echo
 echo "## Memory per idle connection ($idle connections that never send)"
 echo
@@ -160,6 +163,8 @@ for m in plain pooled; do
   awk -v label="$label" -v b="$b" -v n="$n" 'BEGIN { printf "| %s | %d | %.0f B | %.2f GiB |\n", label, n, b, b * 1e6 / 1073741824 }'
 done
 awk -v a="$plain_b" -v b="$pooled_b" 'BEGIN { printf "\npooled / plain: %.3f\n", b / a }'
+fi
+[[ " $parts " == *" echo "* ]] || exit 0
 
 echo
 echo "## Echo CPU per round trip ($connections connections, mode=deadline, ${duration_ms} ms per round)"
