@@ -74,15 +74,19 @@ task<void> session(tcp_stream conn, const settings& cfg) {
       return conn.read(std::span(buf));
   };
   deadline idle(cfg.idle_timeout);
+  // Returns the awaiter itself: the read operation it wraps is built inside it, not kept in
+  // the frame as a temporary as well (g++ 12 gives each such temporary a frame slot).
+  auto next = [&] {
+    if constexpr (How == mode::deadline)
+      return with_deadline(read(), idle);
+    else if constexpr (How == mode::timeout)
+      return with_timeout(read(), cfg.read_timeout);
+    else
+      return read();
+  };
   long served = 0;
   for (;;) {
-    std::conditional_t<Pooled, result<pooled_buffer>, result<std::size_t>> n = errc::invalid_argument;
-    if constexpr (How == mode::deadline)
-      n = co_await with_deadline(read(), idle);
-    else if constexpr (How == mode::timeout)
-      n = co_await with_timeout(read(), cfg.read_timeout);
-    else
-      n = co_await read();
+    auto n = co_await next();
     if (!n) {
       if (n.error() == errc::no_buffer_space) {  // every buffer of the pool is in use: soon back
         co_await pause(1ms);
