@@ -89,10 +89,19 @@ stop_server() {
   port=$((p + 1))  # never reuse a port within a run (TIME_WAIT)
 }
 
-# memory_round LABEL FLAGS...: prints "bytes_per_connection connections baseline_kib loaded_kib".
-memory_round() {
-  local label=$1
+# both_ways NAME COMMAND...: COMMAND and COMMAND --pooled in turn, $rounds times each; their
+# result lines go to $work/NAME_plain and $work/NAME_pooled (and to stderr, as the log).
+both_ways() {
+  local name=$1 r
   shift
+  for r in $(seq 1 "$rounds"); do
+    "$@" | tee -a "$work/${name}_plain" | sed "s/^/  $name round $r, buffer in the frame: /" >&2
+    "$@" --pooled | tee -a "$work/${name}_pooled" | sed "s/^/  $name round $r, --pooled: /" >&2
+  done
+}
+
+# memory_round FLAGS...: prints "bytes_per_connection connections baseline_kib loaded_kib".
+memory_round() {
   start_server --mode=deadline --idle-timeout-ms=600000 "$@"
   sleep 0.3
   local base base_fds
@@ -116,7 +125,7 @@ memory_round() {
   client_pid=""
   stop_server
   if [ "$held" -lt "$idle" ]; then
-    echo "pooled_reads: $label: the server holds only $held of $idle connections" >&2
+    echo "pooled_reads: echo_server $*: the server holds only $held of $idle connections" >&2
   fi
   awk -v l="$loaded" -v b="$base" -v n="$held" 'BEGIN { printf "%.0f %d %d %d\n", (l - b) * 1024 / n, n, b, l }'
 }
@@ -147,10 +156,8 @@ if [[ " $parts " == *" memory "* ]]; then
 echo
 echo "## Memory per idle connection ($idle connections that never send)"
 echo
-for r in $(seq 1 "$rounds"); do
-  memory_round "4 KiB buffer per connection" | tee -a "$work/mem_plain" | sed "s/^/  round $r, buffer in the frame: bytes\/conn connections baseline_KiB loaded_KiB = /" >&2
-  memory_round "--pooled" --pooled | tee -a "$work/mem_pooled" | sed "s/^/  round $r, --pooled:           bytes\/conn connections baseline_KiB loaded_KiB = /" >&2
-done
+echo "  (log: bytes per connection, connections, baseline KiB, loaded KiB)" >&2
+both_ways mem memory_round
 plain_b=$(cut -d' ' -f1 "$work/mem_plain" | median)
 pooled_b=$(cut -d' ' -f1 "$work/mem_pooled" | median)
 echo "| echo_server | connections held | server RSS per idle connection | per million idle connections |"
@@ -171,15 +178,13 @@ echo "## Echo CPU per round trip ($connections connections, mode=deadline, ${dur
 echo
 echo "| size (B) | server CPU µs per round trip: buffer in frame | --pooled | pooled / plain | round trips/s: buffer in frame | --pooled |"
 echo "|---:|---:|---:|---:|---:|---:|"
+echo "  (log: server CPU us per round trip, round trips/s)" >&2
 for size in $sizes; do
-  for r in $(seq 1 "$rounds"); do
-    echo_round "$size" | tee -a "$work/echo_plain_$size" | sed "s/^/  $size B round $r, buffer in frame: us\/rt rt\/s = /" >&2
-    echo_round "$size" --pooled | tee -a "$work/echo_pooled_$size" | sed "s/^/  $size B round $r, --pooled:        us\/rt rt\/s = /" >&2
-  done
-  a=$(cut -d' ' -f1 "$work/echo_plain_$size" | median)
-  b=$(cut -d' ' -f1 "$work/echo_pooled_$size" | median)
-  ra=$(cut -d' ' -f2 "$work/echo_plain_$size" | median)
-  rb=$(cut -d' ' -f2 "$work/echo_pooled_$size" | median)
+  both_ways "echo_$size" echo_round "$size"
+  a=$(cut -d' ' -f1 "$work/echo_${size}_plain" | median)
+  b=$(cut -d' ' -f1 "$work/echo_${size}_pooled" | median)
+  ra=$(cut -d' ' -f2 "$work/echo_${size}_plain" | median)
+  rb=$(cut -d' ' -f2 "$work/echo_${size}_pooled" | median)
   awk -v s="$size" -v a="$a" -v b="$b" -v ra="$ra" -v rb="$rb" \
     'BEGIN { printf "| %s | %.2f | %.2f | %.3f | %.0f | %.0f |\n", s, a, b, b / a, ra, rb }'
 done
