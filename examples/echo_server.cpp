@@ -4,16 +4,21 @@
 //
 // Usage: echo_server [--port=7000] [--cores=0 (all)] [--idle-timeout-ms=30000]
 //                    [--mode=deadline|timeout|plain] [--read-timeout-ms=30000] [--timers=wheel|heap]
-//                    [--measure-timers] [--no-pin]
+//                    [--measure-timers] [--no-pin] [--pooled [--pool-buffers=1024]]
 //   deadline: with_deadline(read, idle) with idle.reset() per message (the idle-kick pattern)
 //   timeout:  with_timeout(read, --read-timeout-ms) on every read
 //   plain:    no timeout at all (for comparison)
 //   --measure-timers: also report the time the loops spent inside the timer queue's advance()
+//   --pooled: read with tcp_stream::read_pooled() from each core's shared pool of 4 KiB buffers
+//             (io_uring provided buffers, Linux 5.19+): a connection waiting for data holds no
+//             buffer; without it each connection keeps a 4 KiB buffer in its frame
 // Stop with Ctrl-C (SIGINT) or SIGTERM; it prints what it served. Try it with
 //   load_client --to=127.0.0.1:7000 --connections=100 --duration-ms=3000
 // Needs: Linux with io_uring (5.19+); one descriptor per connection.
+#include <array>
 #include <atomic>
 #include <cstdio>
+#include <type_traits>
 
 #include <cogwheel/cogwheel.hpp>
 
@@ -31,6 +36,8 @@ struct settings {
   clock::duration idle_timeout = 30s;
   clock::duration read_timeout = 30s;
   mode how = mode::deadline;
+  bool pooled = false;
+  std::uint32_t pool_buffers = 1024;
 };
 
 std::atomic<long> connections{0};
@@ -39,6 +46,9 @@ std::atomic<long> messages{0};
 std::atomic<std::uint64_t> timer_ns[64];  // per core, refreshed by each core's reporter
 
 // Copies this core's loop counters where main() can read them after the runtime stops.
+// A sleep in a frame of its own, allocated only while it runs: the sessions' frames stay small.
+task<void> pause(clock::duration d) { co_await sleep_for(d); }
+
 task<void> report_timer_work(unsigned core) {
   for (;;) {
     timer_ns[core % 64].store(loop_stats().timer_ns, std::memory_order_relaxed);
@@ -46,35 +56,68 @@ task<void> report_timer_work(unsigned core) {
   }
 }
 
+// Every session spends a connection's memory on nothing but itself: hence a template per
+// buffer kind and mode, so that a frame holds only the awaiters of its own mode (a switch over
+// modes in one coroutine keeps all of them in every frame). Pooled: the message buffer comes
+// from the core's pool when data arrives and goes back once the echo is written; otherwise it
+// is a 4 KiB array in the frame, idle or not.
+template <bool Pooled, mode How>
 task<void> session(tcp_stream conn, const settings& cfg) {
   (void)conn.set_nodelay(true);
   connections.fetch_add(1, std::memory_order_relaxed);
-  std::byte buf[4096];
+  struct none {};
+  std::conditional_t<Pooled, none, std::array<std::byte, 4096>> buf;
+  auto read = [&] {
+    if constexpr (Pooled)
+      return conn.read_pooled();
+    else
+      return conn.read(std::span(buf));
+  };
   deadline idle(cfg.idle_timeout);
+  // Returns the awaiter itself: the read operation it wraps is built inside it, not kept in
+  // the frame as a temporary as well (g++ 12 gives each such temporary a frame slot).
+  auto next = [&] {
+    if constexpr (How == mode::deadline)
+      return with_deadline(read(), idle);
+    else if constexpr (How == mode::timeout)
+      return with_timeout(read(), cfg.read_timeout);
+    else
+      return read();
+  };
   long served = 0;
   for (;;) {
-    result<std::size_t> n = errc::invalid_argument;
-    switch (cfg.how) {
-      case mode::deadline:
-        n = co_await with_deadline(conn.read(std::span(buf)), idle);
-        break;
-      case mode::timeout:
-        n = co_await with_timeout(conn.read(std::span(buf)), cfg.read_timeout);
-        break;
-      case mode::plain:
-        n = co_await conn.read(std::span(buf));
-        break;
-    }
+    auto n = co_await next();
     if (!n) {
+      if (n.error() == errc::no_buffer_space) {  // every buffer of the pool is in use: soon back
+        co_await pause(1ms);
+        continue;
+      }
       if (n.error() == errc::timed_out) kicked.fetch_add(1, std::memory_order_relaxed);
       break;
     }
-    if (*n == 0) break;
-    if (cfg.how == mode::deadline) idle.reset(cfg.idle_timeout);
+    std::span<const std::byte> message;
+    if constexpr (Pooled)
+      message = n->bytes();
+    else
+      message = std::span(buf).first(*n);
+    if (message.empty()) break;
+    if constexpr (How == mode::deadline) idle.reset(cfg.idle_timeout);
     ++served;
-    if (!co_await conn.write_all(std::span(buf, *n))) break;
+    if (!co_await conn.write_all(message)) break;
   }
   messages.fetch_add(served, std::memory_order_relaxed);
+}
+
+template <bool Pooled>
+void spawn_session(tcp_stream conn, const settings& cfg) {
+  switch (cfg.how) {
+    case mode::deadline:
+      return spawn(session<Pooled, mode::deadline>(std::move(conn), cfg));
+    case mode::timeout:
+      return spawn(session<Pooled, mode::timeout>(std::move(conn), cfg));
+    case mode::plain:
+      return spawn(session<Pooled, mode::plain>(std::move(conn), cfg));
+  }
 }
 
 }  // namespace
@@ -90,15 +133,26 @@ int main(int argc, char** argv) {
   const bool heap = examples::flag(argc, argv, "timers", "wheel") == "heap";
   const long fds = examples::raise_fd_limit();
   const bool measure = examples::has_flag(argc, argv, "measure-timers");
+  cfg.pooled = examples::has_flag(argc, argv, "pooled");
+  cfg.pool_buffers = static_cast<std::uint32_t>(examples::flag_int(argc, argv, "pool-buffers", 1024));
 
   runtime rt(runtime_options{.cores = cores, .timers = heap ? timer_kind::heap : timer_kind::wheel,
                              .sq_entries = 4096, .measure_timer_work = measure,
                              .pin_threads = !examples::has_flag(argc, argv, "no-pin"), .stop_on_signals = true});
-  std::printf("echo_server: port %u, %u cores, mode %s, descriptor limit %ld; Ctrl-C stops\n", cfg.port,
-              rt.cores(), how.c_str(), fds);
+  std::printf("echo_server: port %u, %u cores, mode %s%s, descriptor limit %ld; Ctrl-C stops\n", cfg.port,
+              rt.cores(), how.c_str(), cfg.pooled ? ", pooled reads" : "", fds);
   std::fflush(stdout);
   rt.run([&](unsigned core) -> task<void> {
     if (measure) spawn(report_timer_work(core));
+    if (cfg.pooled) {
+      auto pool = buffer_pool::of_this_core({.buffers = cfg.pool_buffers, .buffer_size = 4096});
+      if (!pool) {
+        std::fprintf(stderr, "--pooled: %s (provided buffer rings need Linux 5.19+)\n",
+                     pool.error().message().c_str());
+        rt.stop();
+        co_return;
+      }
+    }
     auto listener = tcp_listener::bind(socket_address::ipv4_any(cfg.port), {.reuse_port = true});
     if (!listener) {
       std::fprintf(stderr, "bind port %u: %s\n", cfg.port, listener.error().message().c_str());
@@ -111,7 +165,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "accept: %s (backing off)\n", conn.error().message().c_str());
         continue;
       }
-      spawn(session(std::move(*conn), cfg));
+      if (cfg.pooled)
+        spawn_session<true>(std::move(*conn), cfg);
+      else
+        spawn_session<false>(std::move(*conn), cfg);
     }
   });
   std::printf("served %ld connections, %ld messages; %ld kicked for idleness; CPU %.3f s (%.2f us per message)\n",

@@ -9,16 +9,21 @@
 // runs the identical scenario on the heap timer and prints both side by side.
 //
 // Usage: idle_demo [--connections=4000] [--silent-share=0.5] [--idle-timeout-ms=2000]
-//                  [--heartbeat-ms=500] [--timers=both|wheel|heap] [--tick-us=1000]
+//                  [--heartbeat-ms=500] [--timers=both|wheel|heap] [--tick-us=1000] [--pooled]
+//   --pooled: the server reads with tcp_stream::read_pooled() (io_uring provided buffers, Linux
+//             5.19+): a connection waiting for its next heartbeat holds no buffer at all; a
+//             buffer of the core's shared pool carries each message and goes back at once
 // Needs: Linux with io_uring (5.19+), two descriptors per connection (client and server are
 // both in this process): the soft RLIMIT_NOFILE is raised to the hard limit, and asking for
 // more connections than it allows is refused with the number that fits.
+#include <array>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <cogwheel/cogwheel.hpp>
@@ -37,6 +42,7 @@ struct config {
   clock::duration heartbeat = 500ms;
   clock::duration tick = 1ms;
   timer_kind timers = timer_kind::wheel;
+  bool pooled = false;
 };
 
 struct outcome {
@@ -59,13 +65,24 @@ struct hello {
   std::uint32_t heartbeats;  // 1: keeps talking; 0: goes silent
 };
 
+// Pooled: each message arrives in a buffer of the core's pool, held only while it is looked at.
+template <bool Pooled>
 task<void> serve(tcp_stream conn, const config& cfg, outcome& out) {
   deadline idle(cfg.idle_timeout);
   hello h{};
-  std::byte buf[64];
+  struct none {};
+  std::conditional_t<Pooled, none, std::array<std::byte, 64>> buf;
   std::size_t have = 0;
   for (;;) {
-    auto n = co_await with_deadline(conn.read(std::span(buf)), idle);
+    std::conditional_t<Pooled, result<pooled_buffer>, result<std::size_t>> n = errc::invalid_argument;
+    if constexpr (Pooled)
+      n = co_await with_deadline(conn.read_pooled(), idle);
+    else
+      n = co_await with_deadline(conn.read(std::span(buf)), idle);
+    if (!n && n.error() == errc::no_buffer_space) {  // every buffer busy: they come back soon
+      co_await sleep_for(1ms);
+      continue;
+    }
     if (!n) {
       if (n.error() == errc::timed_out) {
         const auto late = clock::now() - idle.expiry();
@@ -75,10 +92,15 @@ task<void> serve(tcp_stream conn, const config& cfg, outcome& out) {
       }
       co_return;  // closing the stream kicks the client
     }
-    if (*n == 0) co_return;
+    std::span<const std::byte> message;
+    if constexpr (Pooled)
+      message = n->bytes();
+    else
+      message = std::span(buf).first(*n);
+    if (message.empty()) co_return;
     if (have < sizeof h) {
-      const std::size_t take = std::min(sizeof h - have, *n);
-      std::memcpy(reinterpret_cast<std::byte*>(&h) + have, buf, take);
+      const std::size_t take = std::min(sizeof h - have, message.size());
+      std::memcpy(reinterpret_cast<std::byte*>(&h) + have, message.data(), take);
       have += take;
     }
     idle.reset(cfg.idle_timeout);  // O(1): the wheel applies a later deadline lazily
@@ -93,7 +115,10 @@ task<void> accept_loop(tcp_listener& listener, const config& cfg, outcome& out) 
       std::fprintf(stderr, "accept: %s\n", conn.error().message().c_str());
       continue;  // EMFILE and the like: the listener backs off by itself
     }
-    spawn(serve(std::move(*conn), cfg, out));
+    if (cfg.pooled)
+      spawn(serve<true>(std::move(*conn), cfg, out));
+    else
+      spawn(serve<false>(std::move(*conn), cfg, out));
   }
 }
 
@@ -137,6 +162,11 @@ void run_scenario(const config& cfg, outcome& out) {
   rt.run([&](unsigned core) -> task<void> {
     if (core == 0) {  // the server
       const double thread_cpu0 = examples::thread_cpu_seconds();
+      if (cfg.pooled && !buffer_pool::of_this_core()) {
+        std::fprintf(stderr, "--pooled: %s (provided buffer rings need Linux 5.19+)\n",
+                     buffer_pool::of_this_core().error().message().c_str());
+        std::exit(1);
+      }
       spawn(accept_loop(*listener, cfg, out));
       co_await sleep_for(run_for);
       out.server_cpu_s = examples::thread_cpu_seconds() - thread_cpu0;
@@ -176,6 +206,7 @@ int main(int argc, char** argv) {
   cfg.heartbeat = std::chrono::milliseconds(examples::flag_int(argc, argv, "heartbeat-ms", 500));
   cfg.tick = std::chrono::microseconds(examples::flag_int(argc, argv, "tick-us", 1000));
   const std::string which = examples::flag(argc, argv, "timers", "both");
+  cfg.pooled = examples::has_flag(argc, argv, "pooled");
 
   const long fds = examples::raise_fd_limit();
   const long fit = (fds - 64) / 2;  // client and server socket per connection, plus a margin
@@ -195,9 +226,10 @@ int main(int argc, char** argv) {
   for (auto [name, kind] : {std::pair{"wheel", timer_kind::wheel}, std::pair{"heap", timer_kind::heap}}) {
     if (which != "both" && which != name) continue;
     cfg.timers = kind;
-    std::printf("== %s timer: %d connections, %.0f%% go silent, idle timeout %lld ms, heartbeat <= %lld ms\n",
+    std::printf("== %s timer: %d connections, %.0f%% go silent, idle timeout %lld ms, heartbeat <= %lld ms%s\n",
                 name, cfg.connections, cfg.silent_share * 100,
-                static_cast<long long>(cfg.idle_timeout / 1ms), static_cast<long long>(cfg.heartbeat / 1ms));
+                static_cast<long long>(cfg.idle_timeout / 1ms), static_cast<long long>(cfg.heartbeat / 1ms),
+                cfg.pooled ? ", pooled reads" : "");
     std::fflush(stdout);
     results.emplace_back(name, std::make_unique<outcome>());
     run_scenario(cfg, *results.back().second);

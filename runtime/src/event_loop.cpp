@@ -313,10 +313,10 @@ void event_loop::post_remote(remote_message& m) noexcept {
 }
 
 void event_loop::request_stop() {
-  if (current_ == this) {
-    stop_requested_ = true;
-    return;
-  }
+  // Async-signal-safe (runtime::stop() from a SIGINT handler). On the loop's own thread the
+  // flag is set directly, and the eventfd is written all the same: a signal that lands between
+  // the loop's check of the flag and its io_uring_enter would otherwise leave it asleep.
+  if (current_ == this) stop_requested_ = true;
   remote_stop_.store(true);
   const std::uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);

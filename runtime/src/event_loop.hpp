@@ -81,6 +81,8 @@ class event_loop {
   time_driver& time() noexcept { return time_; }
   const loop_stats& stats() const noexcept { return stats_; }
   bool paused_clock() const noexcept { return time_.paused(); }
+  // For registrations with the ring (io's provided buffer rings); not for submitting.
+  io_uring& ring() noexcept { return ring_; }
 
   // A free SQE; never null: when the SQ is full it submits what is queued and retries (the
   // completions that frees stay in the kernel's CQ, or are set aside if the kernel refuses with

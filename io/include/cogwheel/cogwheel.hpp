@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cogwheel/io/address.hpp>
+#include <cogwheel/io/buffer_pool.hpp>
 #include <cogwheel/io/tcp.hpp>
 #include <cogwheel/io/udp.hpp>
 #include <cogwheel/runtime/deadline.hpp>

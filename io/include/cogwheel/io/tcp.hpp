@@ -15,7 +15,9 @@
 #include <utility>
 
 #include <cogwheel/io/address.hpp>
+#include <cogwheel/io/buffer_pool.hpp>
 #include <cogwheel/io/detail/kernel_operation.hpp>
+#include <cogwheel/io/detail/pooled_recv_operation.hpp>
 #include <cogwheel/runtime/result.hpp>
 
 namespace cogwheel {
@@ -171,6 +173,14 @@ class tcp_stream {
   // awaitable<cogwheel::result<size_t>>: bytes read; 0 means the peer closed its side.
   // An empty buf gives errc::invalid_argument.
   detail::recv_operation read(std::span<std::byte> buf) noexcept { return {ops_, fd_, buf, 0}; }
+  // awaitable<cogwheel::result<pooled_buffer>>: the bytes of one read in a buffer taken from
+  // `pool` only when they arrived (see buffer_pool.hpp); empty means the peer closed its side.
+  // errc::no_buffer_space: data is waiting but every buffer is held; retry after dropping
+  // some. Timeouts and cancellation as for read(): a buffer that raced in is returned, never
+  // dropped. `pool` must belong to this core and outlive the co_await.
+  detail::pooled_recv_operation read_pooled(buffer_pool& pool) noexcept { return {ops_, fd_, pool.state(), false}; }
+  // The same from this core's shared pool (buffer_pool::of_this_core(), created at first use).
+  detail::pooled_recv_operation read_pooled() noexcept { return {ops_, fd_, nullptr, true}; }
   // awaitable<cogwheel::result<size_t>>: bytes written (possibly fewer than given).
   detail::send_operation write(std::span<const std::byte> buf) noexcept { return {ops_, fd_, buf}; }
   // awaitable<cogwheel::result<void>>: writes every byte.

@@ -4,6 +4,10 @@
 //                                      a source file, so that no public header needs liburing
 //   bool on_result(int res)            optional: false to keep going after re-preparing an SQE
 //                                      with resubmit() (e.g. write_all after a partial write)
+//   bool on_completion(int res, unsigned flags)
+//                                      optional, instead of on_result: also sees the CQE's
+//                                      flags (a provided buffer's id). Defined in a source file
+//                                      when it needs liburing's constants
 //   R make_result(int res)             the outcome for the awaiting coroutine
 //
 // The operation object lives in the awaiting coroutine's frame, and so may the buffer it
@@ -42,14 +46,7 @@ class kernel_operation : public operation<Derived>, private io_completion, priva
     on_cqe = &kernel_operation::complete_thunk;
     on_close = &kernel_operation::close_thunk;
   }
-  ~kernel_operation() {
-    if (in_flight_) {
-      continuation_ = {};        // nobody to resume: the frame is going away
-      cancel_requested_ = true;  // and no follow-up SQE either
-      detail::cancel_and_wait(*loop_, *this, in_flight_);
-    }
-    fd_operation_link::unlink();
-  }
+  ~kernel_operation() { cancel_and_wait(); }
 
   std::coroutine_handle<> start(continuation c) {
     loop_ = &current_loop();
@@ -70,9 +67,21 @@ class kernel_operation : public operation<Derived>, private io_completion, priva
 
  protected:
   bool cancel_requested() const noexcept { return cancel_requested_; }
+  // What the destructor does, for a Derived whose own members take something from the final
+  // completion (on_completion keeping a provided buffer): called first in ~Derived, the
+  // completion still finds those members alive. Postcondition: nothing in flight, unlinked.
+  void cancel_and_wait() noexcept {
+    if (in_flight_) {
+      continuation_ = {};        // nobody to resume: the frame is going away
+      cancel_requested_ = true;  // and no follow-up SQE either
+      detail::cancel_and_wait(*loop_, *this, in_flight_);
+    }
+    fd_operation_link::unlink();
+  }
   // For on_result() returning false: queue the next SQE of the same operation.
   void resubmit() { submit(); }
   bool on_result(int) noexcept { return true; }
+  bool on_completion(int res, unsigned /*flags*/) noexcept { return derived().on_result(res); }
 
  private:
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
@@ -83,11 +92,11 @@ class kernel_operation : public operation<Derived>, private io_completion, priva
     in_flight_ = true;
   }
 
-  static void complete_thunk(io_completion& c, int res, unsigned /*flags*/) noexcept {
+  static void complete_thunk(io_completion& c, int res, unsigned flags) noexcept {
     auto& self = static_cast<kernel_operation&>(c);
     self.in_flight_ = false;
     self.res_ = res;
-    if (!self.derived().on_result(res)) return;  // resubmitted: still in flight
+    if (!self.derived().on_completion(res, flags)) return;  // resubmitted: still in flight
     self.fd_operation_link::unlink();
     if (self.continuation_) self.continuation_.complete().resume();
   }

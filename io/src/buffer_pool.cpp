@@ -1,0 +1,288 @@
+#include <cogwheel/io/buffer_pool.hpp>
+
+#include <liburing.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <vector>
+
+#include <cogwheel/io/detail/pooled_recv_operation.hpp>
+
+#include "event_loop.hpp"
+
+namespace cogwheel::detail {
+
+// The shared state of one pool: the ring the kernel takes buffers from, the buffers' memory,
+// and two counts. `held_`: buffers out of the ring (in handles, or in completions not yet
+// handed over). `uses_`: the owning buffer_pool (until destroyed), each read from start() to
+// destruction, each handle; the state deletes itself when it drops to 0, so neither the ring
+// nor the memory goes while anything may still name them.
+//
+// The group id names the ring in SQEs: no two live states of a thread share one, even after
+// one was unregistered, so a read still in flight can never take a buffer from a newer pool
+// that reused its id and put it back into the wrong one.
+class pool_state : private shutdown_hook {
+ public:
+  static result<pool_state*> create(event_loop& loop, const buffer_pool_options& o);
+
+  event_loop* loop() const noexcept { return loop_; }
+  bool registered() const noexcept { return registered_; }
+  std::uint16_t group() const noexcept { return group_; }
+  std::uint32_t buffer_size() const noexcept { return size_; }
+  std::uint32_t capacity() const noexcept { return count_; }
+  std::uint32_t available() const noexcept { return count_ - held_; }
+
+  void use() noexcept { ++uses_; }
+  void unuse() noexcept {
+    assert(uses_ > 0);
+    if (--uses_ == 0) delete this;
+  }
+
+  // The kernel took buffer `id` out of the ring: whoever calls this owns it (counted as held,
+  // and as a use), until give_back() or until handing it to a handle with adopt().
+  void take([[maybe_unused]] std::uint16_t id) noexcept {
+    assert(id < count_);
+    ++held_;
+    use();
+  }
+  pooled_buffer adopt(std::uint16_t id, std::uint32_t len) noexcept {
+    return pooled_buffer(this, memory_ + std::size_t{id} * size_, len, id);
+  }
+  void give_back(std::uint16_t id) noexcept {
+    assert(held_ > 0);
+    --held_;
+    if (registered_) {
+      io_uring_buf_ring_add(ring_, memory_ + std::size_t{id} * size_, size_, id, mask_, 0);
+      io_uring_buf_ring_advance(ring_, 1);
+    }
+    unuse();
+  }
+
+  // No new read may take from the ring from here on (the owner let go, or the loop shuts down).
+  void unregister() noexcept {
+    if (registered_) io_uring_unregister_buf_ring(&loop_->ring(), group_);
+    registered_ = false;
+    loop_ = nullptr;
+    shutdown_hook::unlink();
+  }
+
+ private:
+  pool_state() noexcept = default;
+  ~pool_state();
+  static void on_loop_shutdown(shutdown_hook& h) noexcept { static_cast<pool_state&>(h).unregister(); }
+
+  event_loop* loop_ = nullptr;
+  io_uring_buf_ring* ring_ = nullptr;
+  std::byte* memory_ = nullptr;
+  std::size_t ring_bytes_ = 0;
+  std::size_t memory_bytes_ = 0;
+  std::uint32_t count_ = 0;  // a power of two
+  std::uint32_t size_ = 0;
+  std::uint32_t held_ = 0;
+  std::uint32_t uses_ = 1;
+  std::uint16_t mask_ = 0;
+  std::uint16_t group_ = 0;
+  bool registered_ = false;
+};
+
+namespace {
+
+thread_local std::vector<const pool_state*> live_pools;  // few: a linear scan is fine
+thread_local std::uint16_t next_group = 0;
+
+bool group_in_use(std::uint16_t g) noexcept {
+  return std::any_of(live_pools.begin(), live_pools.end(), [g](const pool_state* p) { return p->group() == g; });
+}
+
+std::uint32_t round_up_pow2(std::uint32_t v) noexcept {
+  std::uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// The calling core's shared pool, with the hook that drops it when the loop shuts down.
+struct shared_pool : shutdown_hook {
+  buffer_pool pool;
+  event_loop* loop = nullptr;
+};
+thread_local shared_pool* shared = nullptr;
+
+void drop_shared(shutdown_hook& h) noexcept {
+  auto* s = static_cast<shared_pool*>(&h);
+  if (shared == s) shared = nullptr;
+  delete s;
+}
+
+}  // namespace
+
+result<pool_state*> pool_state::create(event_loop& loop, const buffer_pool_options& o) {
+  if (o.buffers == 0 || o.buffers > 32768 || o.buffer_size == 0) return errc::invalid_argument;
+  auto* s = new pool_state();
+  s->loop_ = &loop;
+  s->count_ = round_up_pow2(o.buffers);
+  s->mask_ = static_cast<std::uint16_t>(io_uring_buf_ring_mask(s->count_));
+  s->size_ = o.buffer_size;
+  live_pools.push_back(s);  // from here on ~pool_state undoes whatever was set up
+  auto fail = [s](std::error_code e) -> result<pool_state*> {
+    delete s;
+    return e;
+  };
+
+  // Both regions are mapped, not allocated: the ring must be page-aligned for the kernel, and
+  // buffer pages cost memory only once data has been read into them.
+  s->ring_bytes_ = std::size_t{s->count_} * sizeof(io_uring_buf);
+  void* ring = ::mmap(nullptr, s->ring_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (ring == MAP_FAILED) return fail(errno_code(errno));
+  s->ring_ = static_cast<io_uring_buf_ring*>(ring);
+  s->memory_bytes_ = std::size_t{s->count_} * s->size_;
+  void* memory = ::mmap(nullptr, s->memory_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) return fail(errno_code(errno));
+  s->memory_ = static_cast<std::byte*>(memory);
+  io_uring_buf_ring_init(s->ring_);
+
+  io_uring_buf_reg reg{};
+  reg.ring_addr = reinterpret_cast<std::uintptr_t>(s->ring_);
+  reg.ring_entries = s->count_;
+  int err = -EEXIST;
+  for (unsigned tries = 0; tries < 65536 && err == -EEXIST; ++tries) {
+    const std::uint16_t g = next_group++;
+    if (group_in_use(g)) continue;
+    s->group_ = g;
+    reg.bgid = g;
+    err = io_uring_register_buf_ring(&loop.ring(), &reg, 0);
+  }
+  // Kernels before 5.19 know no such registration (EINVAL); seccomp or a trimmed kernel may
+  // say EOPNOTSUPP. Options are checked above, so either means: not on this kernel.
+  if (err == -EINVAL || err == -EOPNOTSUPP) return fail(std::make_error_code(errc::not_supported));
+  if (err < 0) return fail(errno_code(err));
+  s->registered_ = true;
+  for (std::uint32_t id = 0; id < s->count_; ++id)
+    io_uring_buf_ring_add(s->ring_, s->memory_ + std::size_t{id} * s->size_, s->size_,
+                          static_cast<std::uint16_t>(id), s->mask_, static_cast<int>(id));
+  io_uring_buf_ring_advance(s->ring_, static_cast<int>(s->count_));
+  s->on_shutdown = &pool_state::on_loop_shutdown;
+  loop.add_shutdown_hook(*s);
+  return s;
+}
+
+pool_state::~pool_state() {
+  assert(held_ == 0);
+  unregister();
+  if (memory_ != nullptr) ::munmap(memory_, memory_bytes_);
+  if (ring_ != nullptr) ::munmap(ring_, ring_bytes_);
+  live_pools.erase(std::find(live_pools.begin(), live_pools.end(), this));
+}
+
+void give_back(pool_state& pool, std::uint16_t id) noexcept { pool.give_back(id); }
+
+// --- the read ---
+
+pooled_recv_operation::~pooled_recv_operation() {
+  cancel_and_wait();  // a buffer that races in is owned here before the next line
+  if (got_) pool_->give_back(got_id_);
+  if (counted_) pool_->unuse();
+}
+
+std::coroutine_handle<> pooled_recv_operation::start(continuation c) {
+  if (shared_) {
+    auto p = buffer_pool::of_this_core();
+    if (!p) {
+      start_error_ = p.error().value();  // an errno (system or generic category alike)
+      return c.complete();
+    }
+    pool_ = (*p)->state();
+  }
+  // A pool of another core, or one already let go of, has no ring on this one.
+  if (pool_ == nullptr || pool_->loop() != &current_loop()) {
+    start_error_ = EINVAL;
+    return c.complete();
+  }
+  pool_->use();
+  counted_ = true;
+  return kernel_operation::start(c);
+}
+
+void pooled_recv_operation::prepare(io_uring_sqe* sqe) noexcept {
+  io_uring_prep_recv(sqe, fd_, nullptr, pool_->buffer_size(), 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = pool_->group();
+  if (poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+}
+
+bool pooled_recv_operation::on_completion(int res, unsigned flags) noexcept {
+  if ((flags & IORING_CQE_F_BUFFER) != 0) {
+    const auto id = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
+    pool_->take(id);
+    if (res > 0) {
+      got_ = true;
+      got_id_ = id;
+    } else {
+      pool_->give_back(id);  // end of stream or an error carries no bytes
+    }
+  }
+  if (res == -ENOBUFS && !poll_first_ && !cancel_requested()) {
+    poll_first_ = true;  // the ring was empty at submission: wait for data first, then pick
+    resubmit();
+    return false;
+  }
+  return true;
+}
+
+result<pooled_buffer> pooled_recv_operation::make_result(int res) noexcept {
+  if (start_error_ != 0) return errno_code(start_error_);
+  if (res > 0) {
+    assert(got_);
+    got_ = false;
+    return pool_->adopt(got_id_, static_cast<std::uint32_t>(res));
+  }
+  if (res == 0) return pooled_buffer{};
+  // Cancelled before the retry that would have waited for data: nothing arrived.
+  if (res == -ENOBUFS && !poll_first_) return errc::operation_canceled;
+  return errno_code(res);
+}
+
+}  // namespace cogwheel::detail
+
+namespace cogwheel {
+
+buffer_pool& buffer_pool::operator=(buffer_pool&& o) noexcept {
+  if (this != &o) {
+    buffer_pool old(std::move(*this));  // lets go of ours first (see ~buffer_pool)
+    state_ = std::exchange(o.state_, nullptr);
+  }
+  return *this;
+}
+
+buffer_pool::~buffer_pool() {
+  if (state_ == nullptr) return;
+  state_->unregister();
+  std::exchange(state_, nullptr)->unuse();
+}
+
+result<buffer_pool> buffer_pool::create(buffer_pool_options options) {
+  auto s = detail::pool_state::create(detail::current_loop(), options);
+  if (!s) return s.error();
+  return buffer_pool(*s);
+}
+
+result<buffer_pool*> buffer_pool::of_this_core(buffer_pool_options options) {
+  detail::event_loop& loop = detail::current_loop();
+  if (detail::shared != nullptr && detail::shared->loop == &loop) return &detail::shared->pool;
+  auto p = create(options);
+  if (!p) return p.error();
+  auto* s = new detail::shared_pool();
+  s->pool = std::move(*p);
+  s->loop = &loop;
+  s->on_shutdown = &detail::drop_shared;
+  loop.add_shutdown_hook(*s);
+  detail::shared = s;
+  return &s->pool;
+}
+
+std::size_t buffer_pool::available() const noexcept { return state_ != nullptr ? state_->available() : 0; }
+std::size_t buffer_pool::capacity() const noexcept { return state_ != nullptr ? state_->capacity() : 0; }
+std::size_t buffer_pool::buffer_size() const noexcept { return state_ != nullptr ? state_->buffer_size() : 0; }
+
+}  // namespace cogwheel
