@@ -282,6 +282,7 @@ void event_loop::on_wake(io_completion& op, int /*res*/, unsigned /*flags*/) noe
   auto& w = static_cast<wake_op&>(op);
   w.in_flight = false;
   event_loop& loop = *w.loop;
+  ++loop.stats_.remote_wakeups;
   loop.wake_pending_.store(false);  // before draining: a message posted meanwhile wakes again
   // After shutdown (this is then shutdown's own cancel_and_wait) the loop runs nothing more:
   // messages still arriving, e.g. a submit_to racing the runtime's stop, stay in the inbox and
@@ -302,6 +303,7 @@ void event_loop::drain_inbox() {
   }
   while (in_order != nullptr) {
     remote_message* next = in_order->next;  // deliver may free the message
+    ++stats_.remote_messages;
     in_order->deliver(*in_order);
     in_order = next;
   }
