@@ -7,7 +7,9 @@
 //   sleep_round_trip/<kind>     co_await sleep_for(0): one loop iteration incl. io_uring_enter
 //   sleepers_expire/<kind>/N    N coroutines asleep at random deadlines over 1 s expire and
 //                               resume (paused clock, so only CPU is timed), per sleeper; each
-//                               then sleeps again (a day), so frames are freed outside the window
+//                               then sleeps again (a day), so frames are freed outside the window;
+//                               cpu_ns_per_sleeper: the loop thread's CPU time (immune to a
+//                               shared machine's other load)
 //   sleep_lateness/<kind>/N     real clock: with N far timers pending and the loop kept busy by
 //                               a task doing 20 us of work per yield, how late 1..5 ms sleeps
 //                               complete: counters p50_us, p99_us, max_us
@@ -28,6 +30,7 @@
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +73,13 @@ void bm_sleep_round_trip(benchmark::State& state, timer_kind kind) {
   }(), runtime_options{.timers = kind});
 }
 
+// The loop thread's CPU time: on a shared machine wall time also counts other processes.
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // Wakes, counts, and goes back to sleep (as a server's coroutine would), so the measured
 // window holds expiry and resumption, not the frame's deallocation.
 task<void> sleeper(clock::time_point at, std::atomic<long>& woke) {
@@ -82,6 +92,7 @@ void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
   const auto n = static_cast<long>(state.range(0));
   std::mt19937_64 rng(7);
   double total_seconds = 0;
+  double cpu_seconds = 0;
   for (auto _ : state) {
     state.PauseTiming();
     std::atomic<long> woke{0};
@@ -92,8 +103,10 @@ void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
       for (long i = 0; i < n; ++i) spawn(sleeper(t0 + std::chrono::milliseconds(ms(rng)), woke));
       co_await sleep_for(0ns);  // every sleeper has started (ready_budget is raised below)
       const auto w0 = clock::now();
+      const double c0 = thread_cpu_seconds();
       while (woke.load(std::memory_order_relaxed) < n) co_await sleep_for(1ms);
       seconds = std::chrono::duration<double>(clock::now() - w0).count();
+      cpu_seconds += thread_cpu_seconds() - c0;
     }(), runtime_options{.timers = kind, .ready_budget = static_cast<unsigned>(n + 16), .paused_clock = true});
     state.ResumeTiming();
     state.SetIterationTime(seconds);
@@ -101,6 +114,7 @@ void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
   }
   state.SetItemsProcessed(state.iterations() * n);
   state.counters["ns_per_sleeper"] = total_seconds * 1e9 / static_cast<double>(state.iterations() * n);
+  state.counters["cpu_ns_per_sleeper"] = cpu_seconds * 1e9 / static_cast<double>(state.iterations() * n);
 }
 
 task<void> far_sleeper() { co_await sleep_for(1h); }

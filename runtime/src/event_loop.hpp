@@ -178,6 +178,9 @@ class event_loop {
   };
 
   void run_ready();
+  // True when this iteration may leave the kernel alone (work is ready, nothing to submit or
+  // reap, and the last poll is recent enough).
+  bool skip_kernel() noexcept;
   void wait_and_reap();
   // Moves every CQE the ring holds into `out` (flushing kernel-side overflow), consuming them.
   void drain_cq(std::vector<cqe_copy>& out);
@@ -205,6 +208,13 @@ class event_loop {
   bool stop_requested_ = false;
   bool shut_down_ = false;
   bool nudged_ = false;
+  // The kernel is polled at least every kernel_poll_rounds iterations and kernel_poll_interval
+  // of loop time while work is ready (tokio polls its driver every 61 tasks).
+  static constexpr unsigned kernel_poll_rounds = 61;
+  static constexpr clock::duration kernel_poll_interval = std::chrono::microseconds(50);
+  unsigned rounds_since_kernel_ = 0;
+  bool kernel_skipped_ = false;  // by the last iteration: it did not block, time barely moved
+  clock::time_point last_kernel_{};
   spawned_link spawned_;
   shutdown_hook hooks_;  // sentinel of a circular list
 
@@ -214,6 +224,8 @@ class event_loop {
   // one and delivered in arrival order).
   std::atomic<remote_message*> inbox_{nullptr};
   std::atomic<bool> wake_pending_{false};
+  // True while the loop blocks (or is about to) in io_uring_enter: senders wake it only then.
+  std::atomic<bool> sleeping_{false};
   std::atomic<bool> remote_stop_{false};
 };
 
