@@ -36,10 +36,16 @@ class time_driver {
 
   // For timer callbacks: c joins this iteration's expired batch. Its frame is fetched now,
   // while the queue expires the rest of the batch: resumed later from run_expired() it is
-  // one of up to a million frames, and that miss (a frame's first line, where its resume
-  // address is) was most of a sleeper's cost.
+  // one of up to a million frames, and those misses (the first line holds the resume
+  // address; the awaiters that re-arm follow) were most of a sleeper's cost. Four lines: a
+  // small task's frame whole, a sleeper's header and first awaiters (six lines measured no
+  // better). A prefetch of memory freed meanwhile is harmless.
   void post_expired(ready_node& node, continuation c) noexcept {
-    __builtin_prefetch(c.state_address(), 1, 3);
+    const char* frame = static_cast<const char*>(c.state_address());
+    __builtin_prefetch(frame, 1, 3);
+    __builtin_prefetch(frame + 64, 1, 3);
+    __builtin_prefetch(frame + 128, 1, 3);
+    __builtin_prefetch(frame + 192, 1, 3);
     expired_.push(node, c);
   }
 
