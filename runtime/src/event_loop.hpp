@@ -222,8 +222,10 @@ class event_loop {
   wake_op wake_;
   // Messages from other threads: a lock-free stack (pushed by any thread, taken whole by this
   // one and delivered in arrival order).
-  std::atomic<remote_message*> inbox_{nullptr};
-  std::atomic<bool> wake_pending_{false};
+  // On its own cache line: senders write it, the loop reads it every iteration; the flags
+  // below change only around sleeps and wake-ups.
+  alignas(64) std::atomic<remote_message*> inbox_{nullptr};
+  alignas(64) std::atomic<bool> wake_pending_{false};
   // True while the loop blocks (or is about to) in io_uring_enter: senders wake it only then.
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> remote_stop_{false};
