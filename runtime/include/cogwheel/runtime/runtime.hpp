@@ -81,8 +81,17 @@ struct unwrap_task<task<T>> {
 // work on the target, reply), each released once; the last one frees the state. `awaiting`,
 // `abandoned` and `completed` are touched only on the caller's core (by the awaiter and by the
 // reply's delivery), the value and error only before the reply is posted.
+// The two messages and the count at fixed offsets of a standard-layout base, so that a
+// delivered message finds its state (offsetof on submit_state itself, not standard-layout
+// once F or T is not, is only conditionally supported).
+struct submit_links {
+  int refs = 2;  // atomic: touched only through __atomic builtins
+  remote_message request;
+  remote_message reply;
+};
+
 template <class T, class F>
-struct submit_state {
+struct submit_state : submit_links {
   using value_holder = std::conditional_t<std::is_void_v<T>, bool, std::optional<T>>;
 
   explicit submit_state(F fn) : f(std::move(fn)) {
@@ -101,10 +110,12 @@ struct submit_state {
   void send_reply() noexcept { post_remote(*home, reply); }
 
   static submit_state& of_request(remote_message& m) noexcept {
-    return *reinterpret_cast<submit_state*>(reinterpret_cast<char*>(&m) - offsetof(submit_state, request));
+    return static_cast<submit_state&>(
+        *reinterpret_cast<submit_links*>(reinterpret_cast<char*>(&m) - offsetof(submit_links, request)));
   }
   static submit_state& of_reply(remote_message& m) noexcept {
-    return *reinterpret_cast<submit_state*>(reinterpret_cast<char*>(&m) - offsetof(submit_state, reply));
+    return static_cast<submit_state&>(
+        *reinterpret_cast<submit_links*>(reinterpret_cast<char*>(&m) - offsetof(submit_links, reply)));
   }
   static void on_request(remote_message& m) noexcept;
   static void on_reply(remote_message& m) noexcept {
@@ -119,9 +130,6 @@ struct submit_state {
     st.release();
   }
 
-  int refs = 2;  // atomic: touched only through __atomic builtins
-  remote_message request;
-  remote_message reply;
   F f;
   value_holder value{};
   std::exception_ptr error;
