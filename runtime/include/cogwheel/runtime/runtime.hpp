@@ -96,9 +96,9 @@ struct submit_state : submit_links {
 
   explicit submit_state(F fn) : f(std::move(fn)) {
     request.deliver = &submit_state::on_request;
-    request.discard = &submit_state::on_discard;
+    request.discard = &submit_state::on_discard_request;
     reply.deliver = &submit_state::on_reply;
-    reply.discard = &submit_state::on_discard;
+    reply.discard = &submit_state::on_discard_reply;
   }
 
   void release() noexcept {
@@ -124,11 +124,10 @@ struct submit_state : submit_links {
     if (!st.abandoned) st.awaiting.resume();
     st.release();
   }
-  static void on_discard(remote_message& m) noexcept {
-    // Either message: the chain's reference. (Both members sit at fixed offsets.)
-    submit_state& st = &m == &of_request(m).request ? of_request(m) : of_reply(m);
-    st.release();
-  }
+  // Either message dropped undelivered: the chain's reference. One function per message, as
+  // the message's address alone cannot tell which of the two it is.
+  static void on_discard_request(remote_message& m) noexcept { of_request(m).release(); }
+  static void on_discard_reply(remote_message& m) noexcept { of_reply(m).release(); }
 
   F f;
   value_holder value{};
@@ -139,19 +138,26 @@ struct submit_state : submit_links {
   bool completed = false;
 };
 
-// Runs a task-returning function on the target core. The state (and so f, whose captures a
-// lambda coroutine's task refers to) lives until the task has finished. A frame destroyed
-// before that (the target loop shutting down) releases the chain's reference instead of
-// replying.
+// The message chain's reference while the work runs on the target core: released when it
+// is destroyed still holding it. A parameter of run_submitted, so it lives in the frame from
+// the frame's creation: a spawned task the loop destroys before it ever started (a stop
+// racing the request) releases it too, which a local of the body would not.
 template <class T, class F>
-task<void> run_submitted(submit_state<T, F>* st) {
-  struct chain_ref {
-    submit_state<T, F>* st;
-    bool replied = false;
-    ~chain_ref() {
-      if (!replied) st->release();
-    }
-  } ref{st};
+struct submit_chain_ref {
+  explicit submit_chain_ref(submit_state<T, F>* s) noexcept : st(s) {}
+  submit_chain_ref(submit_chain_ref&& o) noexcept : st(std::exchange(o.st, nullptr)) {}
+  submit_chain_ref(const submit_chain_ref&) = delete;
+  ~submit_chain_ref() {
+    if (st != nullptr) st->release();
+  }
+  submit_state<T, F>* st;
+};
+
+// Runs a task-returning function on the target core. The state (and so f, whose captures a
+// lambda coroutine's task refers to) lives until the task has finished.
+template <class T, class F>
+task<void> run_submitted(submit_chain_ref<T, F> ref) {
+  submit_state<T, F>* st = ref.st;
   try {
     if constexpr (std::is_void_v<T>) {
       co_await st->f();
@@ -161,7 +167,7 @@ task<void> run_submitted(submit_state<T, F>* st) {
   } catch (...) {
     st->error = std::current_exception();
   }
-  ref.replied = true;
+  ref.st = nullptr;  // the reply carries the reference home
   st->send_reply();
 }
 
@@ -169,10 +175,17 @@ template <class T, class F>
 void submit_state<T, F>::on_request(remote_message& m) noexcept {
   submit_state& st = of_request(m);
   if constexpr (std::is_same_v<submit_result_t<F>, task<T>>) {
+    submit_chain_ref<T, F> ref(&st);
     try {
-      spawn(run_submitted<T>(&st));
-    } catch (...) {  // the frame could not be allocated
+      spawn(run_submitted<T>(std::move(ref)));
+    } catch (...) {  // a frame could not be allocated
       st.error = std::current_exception();
+      // The reply needs the chain's reference: still here if the task's frame was never made,
+      // else released with it (the caller's reference keeps the state alive): taken again.
+      if (ref.st != nullptr)
+        ref.st = nullptr;
+      else
+        __atomic_fetch_add(&st.refs, 1, __ATOMIC_ACQ_REL);
       st.send_reply();
     }
   } else {
