@@ -3,10 +3,13 @@
 //
 //   time driver   tick(): the clock read once, the timer queue advanced to it
 //                 run_expired(): every waiter whose timer expired resumes, in one batch
+//   inbox         messages from other cores, polled (a running loop needs no wake-up)
 //   tasks         up to ready_budget coroutines from the ready queue
 //   ring driver   submit queued SQEs and wait in ONE io_uring_enter, bounded by the time
 //                 driver's wait_ns() (zero when work is ready); reap every completion in one
-//                 pass and dispatch each to its owner
+//                 pass and dispatch each to its owner. While work is ready and nothing waits
+//                 to be submitted or reaped, that poll of the kernel is skipped for up to 61
+//                 iterations or 50 us (skip_kernel): a yield() then costs no syscall.
 //
 // Idle means asleep in io_uring_enter until a completion or the next deadline: no tick.
 // The time driver is time_driver.hpp; the ring driver (SQEs, completions, cancellation, the
