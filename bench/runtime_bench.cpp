@@ -7,16 +7,38 @@
 //   sleep_round_trip/<kind>     co_await sleep_for(0): one loop iteration incl. io_uring_enter
 //   sleepers_expire/<kind>/N    N coroutines asleep at random deadlines over 1 s expire and
 //                               resume (paused clock, so only CPU is timed), per sleeper; each
-//                               then sleeps again (a day), so frames are freed outside the window
+//                               then sleeps again (a day), so frames are freed outside the window;
+//                               cpu_ns_per_sleeper: the loop thread's CPU time (immune to a
+//                               shared machine's other load)
 //   sleep_lateness/<kind>/N     real clock: with N far timers pending and the loop kept busy by
 //                               a task doing 20 us of work per yield, how late 1..5 ms sleeps
 //                               complete: counters p50_us, p99_us, max_us
-//   submit_to_round_trip        submit_to(other core, f) and back, two cores, per round trip
+//   io_latency/<load>           a byte echoed through a socketpair by a cogwheel task, timed by a
+//                               blocking client thread: p50_us, p99_us, max_us; `alone`, or next
+//                               to a task that does nothing but yield() (the I/O latency a
+//                               yield spinner adds)
+//   submit_to_round_trip/idle   submit_to(other core, f) and back, two cores, per round trip, both
+//                               loops asleep in the kernel between messages
+//   submit_to_round_trip/busy   the same with a yield-spinning task on each core (loops running)
+//   submit_to_one_way           messages posted to the other core's inbox, pipelined (up to 4096
+//                               in flight), per message; wakeups_per_msg: the target's wake-ups
+//   eventfd_ping_pong           the wake-up floor: two pinned threads ping-ponging through two
+//                               eventfds with blocking reads, per round trip
 #include <benchmark/benchmark.h>
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <cogwheel/cogwheel.hpp>
@@ -51,6 +73,13 @@ void bm_sleep_round_trip(benchmark::State& state, timer_kind kind) {
   }(), runtime_options{.timers = kind});
 }
 
+// The loop thread's CPU time: on a shared machine wall time also counts other processes.
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // Wakes, counts, and goes back to sleep (as a server's coroutine would), so the measured
 // window holds expiry and resumption, not the frame's deallocation.
 task<void> sleeper(clock::time_point at, std::atomic<long>& woke) {
@@ -63,6 +92,7 @@ void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
   const auto n = static_cast<long>(state.range(0));
   std::mt19937_64 rng(7);
   double total_seconds = 0;
+  double cpu_seconds = 0;
   for (auto _ : state) {
     state.PauseTiming();
     std::atomic<long> woke{0};
@@ -73,8 +103,10 @@ void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
       for (long i = 0; i < n; ++i) spawn(sleeper(t0 + std::chrono::milliseconds(ms(rng)), woke));
       co_await sleep_for(0ns);  // every sleeper has started (ready_budget is raised below)
       const auto w0 = clock::now();
+      const double c0 = thread_cpu_seconds();
       while (woke.load(std::memory_order_relaxed) < n) co_await sleep_for(1ms);
       seconds = std::chrono::duration<double>(clock::now() - w0).count();
+      cpu_seconds += thread_cpu_seconds() - c0;
     }(), runtime_options{.timers = kind, .ready_budget = static_cast<unsigned>(n + 16), .paused_clock = true});
     state.ResumeTiming();
     state.SetIterationTime(seconds);
@@ -82,6 +114,7 @@ void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
   }
   state.SetItemsProcessed(state.iterations() * n);
   state.counters["ns_per_sleeper"] = total_seconds * 1e9 / static_cast<double>(state.iterations() * n);
+  state.counters["cpu_ns_per_sleeper"] = cpu_seconds * 1e9 / static_cast<double>(state.iterations() * n);
 }
 
 task<void> far_sleeper() { co_await sleep_for(1h); }
@@ -121,14 +154,146 @@ void bm_sleep_lateness(benchmark::State& state, timer_kind kind) {
   state.counters["max_us"] = late_us.back();
 }
 
-void bm_submit_to_round_trip(benchmark::State& state) {
+task<void> yield_spinner(const bool& stop) {
+  while (!stop) co_await yield();
+}
+
+void put_percentiles(benchmark::State& state, std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  state.counters["p50_us"] = us[us.size() / 2];
+  state.counters["p99_us"] = us[us.size() * 99 / 100];
+  state.counters["max_us"] = us.back();
+}
+
+void bm_io_latency(benchmark::State& state, bool spinner) {
+  std::vector<double> us;
+  for (auto _ : state) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      state.SkipWithError("socketpair");
+      return;
+    }
+    constexpr int rounds = 20000;
+    std::thread client([&, fd = sv[1]] {
+      char b = 'x';
+      for (int i = 0; i < rounds; ++i) {
+        const auto t0 = clock::now();
+        if (::write(fd, &b, 1) != 1 || ::read(fd, &b, 1) != 1) return;
+        us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+      }
+      ::shutdown(fd, SHUT_WR);
+    });
+    run([&, fd = sv[0]]() -> task<void> {
+      bool stop = false;
+      if (spinner) spawn(yield_spinner(stop));
+      tcp_stream s(fd);
+      std::array<std::byte, 64> buf{};
+      for (;;) {
+        auto n = co_await s.read(buf);
+        if (!n || *n == 0) break;
+        if (!co_await s.write_all(std::span<const std::byte>(buf.data(), *n))) break;
+      }
+      stop = true;
+    }());
+    client.join();
+    ::close(sv[1]);
+  }
+  put_percentiles(state, us);
+}
+
+void bm_submit_to_round_trip(benchmark::State& state, bool busy) {
   runtime rt(runtime_options{.cores = 2});
+  std::atomic<bool> stop{false};
   rt.run([&](unsigned core) -> task<void> {
-    if (core != 0) co_return;
+    if (core != 0) {
+      if (busy)
+        while (!stop.load(std::memory_order_relaxed)) co_await yield();
+      co_return;
+    }
+    bool spin_stop = false;
+    if (busy) spawn(yield_spinner(spin_stop));
     long sum = 0;
     for (auto _ : state) sum += co_await submit_to(1, [] { return 1; });
     benchmark::DoNotOptimize(sum);
+    spin_stop = true;
+    stop.store(true);
   });
+}
+
+// A message of submit_to_one_way: delivered on the target, it counts itself.
+struct counted_message : detail::remote_message {
+  std::atomic<long>* delivered = nullptr;
+  static void on_deliver(detail::remote_message& m) noexcept {
+    std::atomic<long>& d = *static_cast<counted_message&>(m).delivered;
+    d.store(d.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // one writer
+  }
+  static void on_discard(detail::remote_message&) noexcept {}
+};
+
+void bm_submit_to_one_way(benchmark::State& state) {
+  constexpr long window = 4096;
+  auto pool = std::make_unique<counted_message[]>(window);
+  std::atomic<long> delivered{0};
+  std::atomic<bool> done{false};
+  std::uint64_t wakeups = 0;
+  for (long i = 0; i < window; ++i) {
+    pool[i].deliver = &counted_message::on_deliver;
+    pool[i].discard = &counted_message::on_discard;
+    pool[i].delivered = &delivered;
+  }
+  runtime rt(runtime_options{.cores = 2});
+  rt.run([&](unsigned core) -> task<void> {
+    if (core != 0) {
+      const std::uint64_t w0 = loop_stats().remote_wakeups;
+      while (!done.load(std::memory_order_acquire)) co_await sleep_for(1ms);
+      wakeups = loop_stats().remote_wakeups - w0;
+      co_return;
+    }
+    detail::event_loop& target = *detail::peer_loop(1);
+    long sent = 0;
+    for (auto _ : state) {
+      while (sent - delivered.load(std::memory_order_acquire) >= window) co_await yield();
+      detail::post_remote(target, pool[sent % window]);
+      ++sent;
+    }
+    while (delivered.load(std::memory_order_acquire) < sent) co_await yield();
+    done.store(true, std::memory_order_release);
+  });
+  state.SetItemsProcessed(state.iterations());
+  state.counters["wakeups_per_msg"] = static_cast<double>(wakeups) / static_cast<double>(state.iterations());
+}
+
+void pin_self(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu % static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), &one);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof one, &one);
+}
+
+void bm_eventfd_ping_pong(benchmark::State& state) {
+  const int ping = ::eventfd(0, EFD_CLOEXEC), pong = ::eventfd(0, EFD_CLOEXEC);
+  std::uint64_t v = 1;
+  std::thread echo([&] {
+    pin_self(1);
+    std::uint64_t x;
+    while (::read(ping, &x, sizeof x) == sizeof x && x < 2) {
+      if (::write(pong, &v, sizeof v) != sizeof v) return;
+    }
+  });
+  pin_self(0);
+  std::uint64_t x;
+  for (auto _ : state) {
+    if (::write(ping, &v, sizeof v) != sizeof v || ::read(pong, &x, sizeof x) != sizeof x) break;
+  }
+  const std::uint64_t quit = 2;
+  [[maybe_unused]] ssize_t n = ::write(ping, &quit, sizeof quit);
+  echo.join();
+  ::close(ping);
+  ::close(pong);
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (unsigned i = 0; i < std::thread::hardware_concurrency(); ++i) CPU_SET(i, &all);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof all, &all);
 }
 
 void register_all() {
@@ -142,7 +307,12 @@ void register_all() {
   for (timer_kind k : kinds)
     benchmark::RegisterBenchmark((std::string("sleep_lateness/") + name_of(k)).c_str(), bm_sleep_lateness, k)
         ->Arg(1000000)->Iterations(1)->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("submit_to_round_trip", bm_submit_to_round_trip)->UseRealTime();
+  benchmark::RegisterBenchmark("io_latency/alone", bm_io_latency, false)->Iterations(1)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("io_latency/yield_spinner", bm_io_latency, true)->Iterations(1)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("eventfd_ping_pong", bm_eventfd_ping_pong)->UseRealTime();
+  benchmark::RegisterBenchmark("submit_to_round_trip/idle", bm_submit_to_round_trip, false)->UseRealTime();
+  benchmark::RegisterBenchmark("submit_to_round_trip/busy", bm_submit_to_round_trip, true)->UseRealTime();
+  benchmark::RegisterBenchmark("submit_to_one_way", bm_submit_to_one_way)->UseRealTime();
 }
 
 }  // namespace

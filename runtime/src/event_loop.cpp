@@ -205,10 +205,25 @@ void event_loop::dispatch(const cqe_copy& c) noexcept {
 
 void event_loop::run_once() {
   ++stats_.iterations;
-  time_.tick(stats_);
+  time_.tick(stats_, kernel_skipped_);
   time_.run_expired();
+  // Polled every iteration: a running loop picks messages up without being woken (senders
+  // write the eventfd only to a loop that said it is going to sleep, see wait_and_reap).
+  if (inbox_.load(std::memory_order_relaxed) != nullptr && !shut_down_) drain_inbox();
   run_ready();
-  wait_and_reap();
+  kernel_skipped_ = skip_kernel();
+  if (!kernel_skipped_) wait_and_reap();
+}
+
+bool event_loop::skip_kernel() noexcept {
+  // With work ready the kernel would only be polled. Nothing can come back from a poll that
+  // has not been asked for yet unless SQEs wait (they go in at once) or completions are
+  // already there; otherwise the poll is what is skipped, for at most kernel_poll_rounds
+  // iterations and kernel_poll_interval of loop time: that is all the latency it adds to I/O.
+  if (ready_.empty() || !deferred_.empty() || stop_requested_) return false;
+  if (io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0) return false;
+  if (++rounds_since_kernel_ >= kernel_poll_rounds) return false;
+  return time_.now() - last_kernel_ < kernel_poll_interval;
 }
 
 void event_loop::run_ready() {
@@ -234,7 +249,20 @@ void event_loop::wait_and_reap() {
       ts.tv_nsec = ns % 1'000'000'000;
     }
   }
-  const bool poll = timeout == &ts && ts.tv_sec == 0 && ts.tv_nsec == 0;
+  bool poll = timeout == &ts && ts.tv_sec == 0 && ts.tv_nsec == 0;
+  if (!poll) {
+    // About to sleep: say so before the last look at the inbox (a sender posts, then looks at
+    // sleeping_; all four accesses seq_cst, so one side sees the other's write: either the
+    // message is found here, or its sender writes the eventfd).
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (inbox_.load(std::memory_order_seq_cst) != nullptr) {
+      ts = {};
+      timeout = &ts;
+      poll = true;
+    }
+  }
+  rounds_since_kernel_ = 0;
+  last_kernel_ = time_.now();
   int r;
   if (poll) {
     // Not a wait with a zero timeout: the kernel arms a timer for that too, which measured
@@ -246,6 +274,7 @@ void event_loop::wait_and_reap() {
     io_uring_cqe* cqe = nullptr;
     r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout, nullptr);
   }
+  sleeping_.store(false, std::memory_order_relaxed);
   if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY && r != -EAGAIN) {
     std::fprintf(stderr, "cogwheel: io_uring_enter failed: %s\n", std::strerror(-r));
     std::abort();
@@ -276,6 +305,7 @@ void event_loop::on_wake(io_completion& op, int /*res*/, unsigned /*flags*/) noe
   auto& w = static_cast<wake_op&>(op);
   w.in_flight = false;
   event_loop& loop = *w.loop;
+  ++loop.stats_.remote_wakeups;
   loop.wake_pending_.store(false);  // before draining: a message posted meanwhile wakes again
   // After shutdown (this is then shutdown's own cancel_and_wait) the loop runs nothing more:
   // messages still arriving, e.g. a submit_to racing the runtime's stop, stay in the inbox and
@@ -296,6 +326,7 @@ void event_loop::drain_inbox() {
   }
   while (in_order != nullptr) {
     remote_message* next = in_order->next;  // deliver may free the message
+    ++stats_.remote_messages;
     in_order->deliver(*in_order);
     in_order = next;
   }
@@ -305,7 +336,11 @@ void event_loop::post_remote(remote_message& m) noexcept {
   remote_message* head = inbox_.load(std::memory_order_relaxed);
   do {
     m.next = head;
-  } while (!inbox_.compare_exchange_weak(head, &m, std::memory_order_release, std::memory_order_relaxed));
+  } while (!inbox_.compare_exchange_weak(head, &m, std::memory_order_seq_cst, std::memory_order_relaxed));
+  // A running loop finds m at its next iteration; only one that sleeps (or is about to) needs
+  // the eventfd, and one write per burst wakes it. (On x86 the locked CAS already orders, so
+  // this costs the sender nothing over the plain push.)
+  if (!sleeping_.load(std::memory_order_seq_cst)) return;
   if (!wake_pending_.exchange(true)) {
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);

@@ -3,10 +3,13 @@
 //
 //   time driver   tick(): the clock read once, the timer queue advanced to it
 //                 run_expired(): every waiter whose timer expired resumes, in one batch
+//   inbox         messages from other cores, polled (a running loop needs no wake-up)
 //   tasks         up to ready_budget coroutines from the ready queue
 //   ring driver   submit queued SQEs and wait in ONE io_uring_enter, bounded by the time
 //                 driver's wait_ns() (zero when work is ready); reap every completion in one
-//                 pass and dispatch each to its owner
+//                 pass and dispatch each to its owner. While work is ready and nothing waits
+//                 to be submitted or reaped, that poll of the kernel is skipped for up to 61
+//                 iterations or 50 us (skip_kernel): a yield() then costs no syscall.
 //
 // Idle means asleep in io_uring_enter until a completion or the next deadline: no tick.
 // The time driver is time_driver.hpp; the ring driver (SQEs, completions, cancellation, the
@@ -157,6 +160,9 @@ class event_loop {
   };
 
   void run_ready();
+  // True when this iteration may leave the kernel alone (work is ready, nothing to submit or
+  // reap, and the last poll is recent enough).
+  bool skip_kernel() noexcept;
   void wait_and_reap();
   // Moves every CQE the ring holds into `out` (flushing kernel-side overflow), consuming them.
   void drain_cq(std::vector<cqe_copy>& out);
@@ -184,6 +190,13 @@ class event_loop {
   bool stop_requested_ = false;
   bool shut_down_ = false;
   bool nudged_ = false;
+  // The kernel is polled at least every kernel_poll_rounds iterations and kernel_poll_interval
+  // of loop time while work is ready (tokio polls its driver every 61 tasks).
+  static constexpr unsigned kernel_poll_rounds = 61;
+  static constexpr clock::duration kernel_poll_interval = std::chrono::microseconds(50);
+  unsigned rounds_since_kernel_ = 0;
+  bool kernel_skipped_ = false;  // by the last iteration: it did not block, time barely moved
+  clock::time_point last_kernel_{};
   spawned_link spawned_;
   intrusive_list<shutdown_hook> hooks_;
 
@@ -191,8 +204,12 @@ class event_loop {
   wake_op wake_;
   // Messages from other threads: a lock-free stack (pushed by any thread, taken whole by this
   // one and delivered in arrival order).
-  std::atomic<remote_message*> inbox_{nullptr};
-  std::atomic<bool> wake_pending_{false};
+  // On its own cache line: senders write it, the loop reads it every iteration; the flags
+  // below change only around sleeps and wake-ups.
+  alignas(64) std::atomic<remote_message*> inbox_{nullptr};
+  alignas(64) std::atomic<bool> wake_pending_{false};
+  // True while the loop blocks (or is about to) in io_uring_enter: senders wake it only then.
+  std::atomic<bool> sleeping_{false};
   std::atomic<bool> remote_stop_{false};
 };
 

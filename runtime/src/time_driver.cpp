@@ -1,5 +1,9 @@
 #include "time_driver.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 namespace cogwheel::detail {
 
 time_driver::time_driver(const runtime_options& options)
@@ -9,8 +13,36 @@ time_driver::time_driver(const runtime_options& options)
       now_(clock::now()),
       virtual_now_(now_) {}
 
-void time_driver::tick(loop_stats& stats) {
-  now_ = paused_ ? virtual_now_ : clock::now();
+namespace {
+
+// A cycle counter far cheaper than the clock (clock_gettime measured 20+ ns on a KVM guest,
+// the bulk of an iteration that only resumes a yielding task); 0 where there is none.
+std::uint64_t cycles() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
+
+// Below this many cycles since the last clock read, the loop's time is left as it is: at a
+// counter of 1 GHz or more (any x86 of the last 15 years) that is under 10 us, a hundredth of
+// a 1 ms tick; a counter going backwards (another socket) reads as huge.
+constexpr std::uint64_t reuse_cycles = 10'000;
+
+}  // namespace
+
+clock::time_point time_driver::read_clock(bool may_reuse) noexcept {
+  if (may_reuse) {
+    const std::uint64_t c = cycles();
+    if (c != 0 && c - cycles_at_read_ < reuse_cycles) return now_;
+  }
+  cycles_at_read_ = cycles();
+  return clock::now();
+}
+
+void time_driver::tick(loop_stats& stats, bool may_reuse) {
+  now_ = paused_ ? virtual_now_ : read_clock(may_reuse);
   if (!measure_) {
     stats.timers_fired += timers_.advance(now_);
     return;

@@ -23,6 +23,10 @@ class continuation {
 
   explicit operator bool() const noexcept { return fn_ != nullptr || handle_; }
 
+  // Where what complete() runs keeps its state (the coroutine frame, or the callback's
+  // context), for prefetching it before it runs; may be null.
+  void* state_address() const noexcept { return fn_ != nullptr ? ctx_ : handle_.address(); }
+
   std::coroutine_handle<> complete() const noexcept {
     if (fn_ != nullptr) return fn_(ctx_);
     return handle_ ? handle_ : std::noop_coroutine();

@@ -20,6 +20,9 @@ struct loop_stats {
   std::uint64_t timer_ns = 0;         // time inside the timer queue's advance() alone (only
                                       // with runtime_options::measure_timer_work); expired
                                       // waiters are resumed after it, outside this count
+  std::uint64_t remote_messages = 0;  // messages from other cores delivered (submit_to)
+  std::uint64_t remote_wakeups = 0;   // times another core had to wake this loop from its
+                                      // sleep in the kernel (at most one per burst of messages)
 };
 }  // namespace detail
 
