@@ -16,6 +16,7 @@
 #include <limits>
 #include <set>
 #include <type_traits>
+#include <optional>
 #include <utility>
 #include <vector>
 
