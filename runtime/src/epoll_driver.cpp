@@ -52,8 +52,8 @@ void close_descriptor(int fd) noexcept {
   ::close(fd);
 }
 
-std::unique_ptr<epoll_driver> epoll_driver::try_create(loop_stats& stats, std::vector<completion>& set_aside, int& error) {
-  std::unique_ptr<epoll_driver> d(new epoll_driver(stats, set_aside));
+std::unique_ptr<epoll_driver> epoll_driver::try_create(std::vector<completion>& set_aside, int& error) {
+  std::unique_ptr<epoll_driver> d(new epoll_driver(set_aside));
   d->epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (d->epfd_ < 0) {
     error = errno;

@@ -54,7 +54,11 @@ backend_kind requested(backend_kind option) {
                               "' names no backend: use io_uring, epoll or automatic (or leave it unset)");
 }
 
-std::atomic<bool> fallback_said{false};
+// Set by the first loop that fell back: later loops of the process under `automatic` go to
+// epoll at once, so the cores of a runtime do not end up on different backends (the second
+// core's ring failing where the first one's was set up, e.g. for locked memory, is the case
+// this cannot cover: that core runs on epoll).
+std::atomic<bool> fell_back{false};
 
 }  // namespace
 
@@ -62,7 +66,7 @@ std::unique_ptr<io_driver> make_io_driver(const runtime_options& options, loop_s
                                           std::vector<completion>& set_aside) {
   const backend_kind wanted = requested(options.backend);
   int uring_error = 0;
-  if (wanted != backend_kind::epoll) {
+  if (wanted == backend_kind::io_uring || (wanted == backend_kind::automatic && !fell_back.load())) {
     if (auto d = uring_driver::try_create(options, stats, set_aside, uring_error)) return d;
     if (wanted == backend_kind::io_uring)
       throw std::system_error(uring_error, std::system_category(),
@@ -71,8 +75,8 @@ std::unique_ptr<io_driver> make_io_driver(const runtime_options& options, loop_s
                                   "; or run on epoll (COGWHEEL_BACKEND=epoll)");
   }
   int epoll_error = 0;
-  if (auto d = epoll_driver::try_create(stats, set_aside, epoll_error)) {
-    if (wanted == backend_kind::automatic && !fallback_said.exchange(true))
+  if (auto d = epoll_driver::try_create(set_aside, epoll_error)) {
+    if (uring_error != 0 && !fell_back.exchange(true))
       std::fprintf(stderr, "cogwheel: io_uring_setup failed (%s), running on epoll: %s.\n",
                    std::strerror(uring_error), why_no_io_uring(uring_error, options.sq_entries).c_str());
     return d;

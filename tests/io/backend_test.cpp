@@ -1,0 +1,145 @@
+// Choosing the backend (runtime_options::backend, overridden by COGWHEEL_BACKEND) and what
+// only the epoll backend has to get right: it remembers descriptors by number (registered in
+// its epoll set, made non-blocking), so a number closed and handed to a new socket, on this
+// core or after the old socket moved to another, must be watched afresh. A loop that took the
+// new socket for the old one would never hear of its data: the reads below would time out.
+#include <cogwheel/cogwheel.hpp>  // first: the umbrella header compiles on its own
+
+#include <array>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "support.hpp"
+
+namespace cogwheel {
+namespace {
+
+using namespace io_test;
+
+// Sets COGWHEEL_BACKEND for one scope, restoring what was there (CI runs this binary with it).
+class backend_variable {
+ public:
+  explicit backend_variable(const char* value) {
+    if (const char* old = std::getenv("COGWHEEL_BACKEND")) old_ = old;
+    if (value != nullptr)
+      ::setenv("COGWHEEL_BACKEND", value, 1);
+    else
+      ::unsetenv("COGWHEEL_BACKEND");
+  }
+  ~backend_variable() {
+    if (old_)
+      ::setenv("COGWHEEL_BACKEND", old_->c_str(), 1);
+    else
+      ::unsetenv("COGWHEEL_BACKEND");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+backend_kind backend_of_a_run(runtime_options o) {
+  backend_kind seen = backend_kind::automatic;
+  run([](backend_kind& seen) -> task<> {
+    seen = current_backend();
+    co_return;
+  }(seen), o);
+  return seen;
+}
+
+TEST(backend, the_option_chooses_and_the_variable_wins) {
+  {
+    backend_variable unset(nullptr);
+    EXPECT_EQ(backend_of_a_run({.backend = backend_kind::epoll}), backend_kind::epoll);
+    EXPECT_EQ(backend_of_a_run({.backend = backend_kind::io_uring}), backend_kind::io_uring);
+    EXPECT_EQ(backend_of_a_run({}), backend_kind::io_uring);  // automatic, where io_uring runs
+  }
+  {
+    backend_variable epoll("epoll");
+    EXPECT_EQ(backend_of_a_run({.backend = backend_kind::io_uring}), backend_kind::epoll);
+  }
+  {
+    backend_variable uring("io_uring");
+    EXPECT_EQ(backend_of_a_run({.backend = backend_kind::epoll}), backend_kind::io_uring);
+  }
+}
+
+TEST(backend, a_variable_naming_no_backend_fails_at_start_and_says_what_is_valid) {
+  backend_variable bad("kqueue");
+  try {
+    backend_of_a_run({});
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kqueue"), std::string::npos) << what;
+    EXPECT_NE(what.find("io_uring, epoll"), std::string::npos) << what;
+  }
+}
+
+// Data written 20 ms after the read started: the read has to wait for readiness.
+task<result<std::size_t>> read_after_a_late_write(tcp_stream& reader, tcp_stream& writer) {
+  std::array<std::byte, 16> buf;
+  std::optional<result<std::size_t>> got;
+  auto read = [&]() -> task<void> { got = co_await with_timeout(reader.read(buf), 2s); };
+  auto write = [&]() -> task<void> {
+    co_await sleep_for(20ms);
+    (void)co_await writer.write_all(bytes_of("late"));
+  };
+  co_await together(read(), write());
+  co_return *got;
+}
+
+TEST(backend, a_descriptor_number_closed_and_reused_on_the_same_core_is_watched_afresh) {
+  run([]() -> task<void> {
+    auto first = co_await connect_pair();
+    CO_ASSERT_OK(first);
+    CO_ASSERT_OK(co_await read_after_a_late_write(first->client, first->server));  // watched
+    const int number = first->client.native_handle();
+    first->client.close();
+    auto second = co_await connect_pair();  // its client's socket() takes the lowest free number
+    CO_ASSERT_OK(second);
+    CO_ASSERT_TRUE(second->client.native_handle() == number);
+    auto n = co_await read_after_a_late_write(second->client, second->server);
+    CO_ASSERT_OK(n);
+    EXPECT_EQ(*n, 4u);
+  }(), runtime_options{.backend = backend_kind::epoll});
+}
+
+TEST(backend, a_descriptor_number_closed_on_another_core_and_reused_here_is_watched_afresh) {
+  runtime rt(runtime_options{.cores = 2, .backend = backend_kind::epoll, .pin_threads = false});
+  bool checked = false;
+  rt.run([&](unsigned core) -> task<void> {
+    if (core != 0) co_return;
+    auto first = co_await connect_pair();
+    CO_ASSERT_OK(first);
+    CO_ASSERT_OK(co_await read_after_a_late_write(first->client, first->server));  // watched here
+    const int number = first->client.release();
+    // Core 1 waits for data on it too (watching it there), then closes it.
+    bool served = false;
+    auto moved = [&]() -> task<void> {
+      served = co_await submit_to(1, [number]() -> task<bool> {
+        tcp_stream s(number);
+        std::array<std::byte, 4> buf;
+        co_return static_cast<bool>(co_await with_timeout(s.read(buf), 2s));
+      });
+    };
+    auto late = [&]() -> task<void> {
+      co_await sleep_for(20ms);
+      (void)co_await first->server.write_all(bytes_of("move"));
+    };
+    co_await together(moved(), late());
+    CO_ASSERT_TRUE(served);
+    auto second = co_await connect_pair();
+    CO_ASSERT_OK(second);
+    CO_ASSERT_TRUE(second->client.native_handle() == number);
+    auto n = co_await read_after_a_late_write(second->client, second->server);
+    CO_ASSERT_OK(n);
+    EXPECT_EQ(*n, 4u);
+    checked = true;
+  });
+  EXPECT_TRUE(checked);
+}
+
+}  // namespace
+}  // namespace cogwheel
