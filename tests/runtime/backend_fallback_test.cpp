@@ -123,13 +123,17 @@ void say(std::string_view line) {
   [[maybe_unused]] const auto n = ::write(STDERR_FILENO, l.data(), l.size());
 }
 
-// Echoes what arrives until the peer shuts down its side, then closes.
+// Echoes what arrives until the peer shuts down its side, then closes (at once: the frame, and
+// the stream in it, live until when_all has them all).
 task<int> echo(tcp_stream s) {
   std::array<std::byte, 256> buf;
   for (;;) {
     auto n = co_await with_timeout(s.read(buf), 2s);
     if (!n) co_return echo_failed;
-    if (*n == 0) co_return passed;
+    if (*n == 0) {
+      s.close();
+      co_return passed;
+    }
     if (!co_await s.write_all(std::span(buf.data(), *n))) co_return echo_failed;
   }
 }
