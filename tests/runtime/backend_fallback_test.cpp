@@ -46,9 +46,11 @@ namespace {
 
 using namespace io_test;
 
-// The child's exit code: which check failed first. 0 passed.
+// The child's exit code: which check failed first. 0 passed; 1 is what a sanitizer's report
+// exits with, never a check (so that it cannot pass for a skip).
 enum check : int {
   passed = 0,
+  sanitizer_report,
   seccomp_unavailable,  // the filter could not be installed: the test skips
   not_on_epoll,
   connect_failed,
@@ -69,6 +71,7 @@ enum check : int {
 
 constexpr std::array<const char*, check_count> check_names = {
     "passed",
+    "exit code 1 (a sanitizer's report?)",
     "seccomp_unavailable",
     "not_on_epoll",
     "connect_failed",
