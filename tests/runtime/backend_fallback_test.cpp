@@ -1,58 +1,41 @@
 // Where io_uring is blocked, an unchanged cogwheel program runs on epoll and says so once.
 // A child process installs a seccomp filter (raw BPF through prctl) that makes io_uring_setup
-// fail with EPERM, as container runtimes' default profiles do, then runs an ordinary program:
-// TCP echo over loopback, a read that times out having consumed nothing, a sleep, and a
-// two-core runtime calling across cores with submit_to. Also: COGWHEEL_BACKEND=io_uring there
-// fails at start with a message that says what to do; COGWHEEL_BACKEND=epoll picks epoll
-// without a word; the variable wins over runtime_options::backend.
-//
-// Every program runs in a forked child (fork + waitpid; the child only ever _exit()s, so
-// nothing of GoogleTest or the sanitizers' exit hooks runs there). The child's exit code names
-// the first check that failed, its stderr comes back through a pipe, and an alarm kills a child
-// that hangs. The test process itself runs no loop and starts no thread.
+// fail with EPERM, as container runtimes' default profiles do (or ENOSYS, as others do), then
+// runs an ordinary program: TCP echo over loopback, a read that times out having consumed
+// nothing, a sleep, and a two-core runtime calling across cores with submit_to. Also:
+// COGWHEEL_BACKEND=io_uring there fails at start with a message that says what to do;
+// COGWHEEL_BACKEND=epoll picks epoll without a word; the variable wins over
+// runtime_options::backend; a variable naming no backend fails at start. Every program runs in
+// a forked child (child_process.hpp), whose exit code names the first check that failed.
 #include <cogwheel/cogwheel.hpp>  // first: what a user includes, unchanged
-
-#include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <csignal>
-#include <exception>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <system_error>
-#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "../io/support.hpp"
+#include "child_process.hpp"
 
 namespace cogwheel {
 namespace {
 
 using namespace io_test;
+using test::child_result;
+using test::contains;
+using test::in_child;
+using test::lines_of;
+using test::say;
 
-// The child's exit code: which check failed first. 0 passed; 1 is what a sanitizer's report
-// exits with, never a check (so that it cannot pass for a skip).
+// The child's exit code: which check failed first (child_process.hpp's codes come before).
 enum check : int {
-  passed = 0,
-  sanitizer_report,
-  seccomp_unavailable,  // the filter could not be installed: the test skips
-  not_on_epoll,
+  passed = test::child_passed,
+  not_on_epoll = test::child_first_free_code,
   connect_failed,
   echo_failed,
   read_did_not_time_out,
@@ -65,14 +48,10 @@ enum check : int {
   not_on_io_uring,
   started_anyway,
   wrong_error_code,
-  threw,
-  check_count,
+  check_end,
 };
 
-constexpr std::array<const char*, check_count> check_names = {
-    "passed",
-    "exit code 1 (a sanitizer's report?)",
-    "seccomp_unavailable",
+constexpr std::array<const char*, check_end - test::child_first_free_code> check_names = {
     "not_on_epoll",
     "connect_failed",
     "echo_failed",
@@ -86,47 +65,7 @@ constexpr std::array<const char*, check_count> check_names = {
     "not_on_io_uring",
     "started_anyway",
     "wrong_error_code",
-    "threw",
 };
-
-// ---- in the child ----
-
-#if defined(__x86_64__)
-constexpr std::uint32_t this_audit_arch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-constexpr std::uint32_t this_audit_arch = AUDIT_ARCH_AARCH64;
-#endif
-
-// From here on io_uring_setup fails with EPERM in this process and in every thread it starts;
-// every other system call is allowed. Empty on success, else why the filter is not in place.
-std::string block_io_uring_setup() {
-#if defined(__x86_64__) || defined(__aarch64__)
-  sock_filter filter[] = {
-      // A system call of another ABI (i386's int 0x80) has other numbers: kill rather than guess.
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, this_audit_arch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
-  // Without CAP_SYS_ADMIN a filter needs no_new_privs (it could otherwise fool a setuid binary).
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno);
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0)
-    return std::string("prctl(PR_SET_SECCOMP): ") + std::strerror(errno);
-  return {};
-#else
-  return "no seccomp filter written for this architecture (x86_64 and aarch64 only)";
-#endif
-}
-
-void say(std::string_view line) {
-  const std::string l = std::string(line) + "\n";
-  [[maybe_unused]] const auto n = ::write(STDERR_FILENO, l.data(), l.size());
-}
 
 // Echoes what arrives until the peer shuts down its side, then closes (at once: the frame, and
 // the stream in it, live until when_all has them all).
@@ -248,115 +187,31 @@ int unknown_backend_program() {
   return passed;
 }
 
-// ---- in the parent ----
-
-// The test takes a tenth of a second; under sanitizers a few times that.
-constexpr unsigned hang_limit_seconds = 10;
-
-struct child_result {
-  int exit_code = -1;  // -1: killed by a signal (see `signal`)
-  int signal = 0;
-  std::string err;  // everything the child wrote to stderr
-
-  std::string describe() const {
-    std::string d;
-    if (signal == SIGALRM)
-      d = "hung: killed after " + std::to_string(hang_limit_seconds) + " s";
-    else if (signal != 0)
-      d = std::string("killed by ") + ::strsignal(signal);
-    else if (exit_code >= 0 && exit_code < check_count)
-      d = check_names[static_cast<std::size_t>(exit_code)];
-    else
-      d = "exit code " + std::to_string(exit_code);
-    return d + "; its stderr:\n" + err;
-  }
-};
-
-struct child_setup {
-  bool block_io_uring = false;
-  const char* backend_variable = nullptr;  // COGWHEEL_BACKEND in the child; nullptr: unset
-};
-
-// Runs body() in a forked child set up as asked; its exit code and stderr.
-template <class F>
-child_result in_child(child_setup setup, F body) {
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {.exit_code = -1, .err = "pipe2 failed"};
-  std::fflush(nullptr);  // nothing buffered is written twice
-  const pid_t pid = ::fork();
-  if (pid < 0) return {.exit_code = -1, .err = "fork failed"};
-  if (pid == 0) {
-    ::dup2(pipe_fds[1], STDERR_FILENO);
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
-    ::alarm(hang_limit_seconds);  // a hung child dies (SIGALRM) instead of hanging the test
-    if (setup.backend_variable != nullptr)
-      ::setenv("COGWHEEL_BACKEND", setup.backend_variable, 1);
-    else
-      ::unsetenv("COGWHEEL_BACKEND");  // CI runs the suite once per backend through it
-    if (setup.block_io_uring) {
-      if (const std::string why = block_io_uring_setup(); !why.empty()) {
-        say(why);
-        ::_exit(seccomp_unavailable);
-      }
-    }
-    int code = threw;
-    try {
-      code = body();
-    } catch (const std::exception& e) {
-      say(std::string("uncaught: ") + e.what());
-    } catch (...) {
-      say("uncaught exception");
-    }
-    ::_exit(code);
-  }
-  ::close(pipe_fds[1]);
-  child_result r;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
-    if (n > 0) r.err.append(buf, static_cast<std::size_t>(n));
-    if (n == 0 || (n < 0 && errno != EINTR)) break;
-  }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  return r;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
-}
-
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
-
-TEST(backend_fallback, a_program_runs_unchanged_on_epoll_where_seccomp_blocks_io_uring_and_says_so_once) {
-  const child_result r = in_child({.block_io_uring = true}, [] { return whole_program(backend_kind::epoll); });
-  if (r.exit_code == seccomp_unavailable) GTEST_SKIP() << "cannot install a seccomp filter: " << r.err;
-  ASSERT_EQ(r.exit_code, passed) << r.describe();
+// The whole program under a filter answering `error`, and the one line it must print.
+void expect_it_runs_on_epoll_and_says_why_once(int error) {
+  const child_result r = in_child({.io_uring_setup_error = error}, [] { return whole_program(backend_kind::epoll); });
+  if (r.exit_code == test::child_seccomp_unavailable) GTEST_SKIP() << "cannot install a seccomp filter: " << r.err;
+  ASSERT_EQ(r.exit_code, passed) << r.describe(check_names);
   // One line for the whole process, although three loops (run(), then two cores) fell back.
   const auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
   EXPECT_TRUE(contains(lines[0], "io_uring_setup")) << lines[0];
   EXPECT_TRUE(contains(lines[0], "running on epoll")) << lines[0];
-  EXPECT_TRUE(contains(lines[0], std::strerror(EPERM))) << "the reason is missing: " << lines[0];
+  EXPECT_TRUE(contains(lines[0], std::strerror(error))) << "the reason is missing: " << lines[0];
+}
+
+TEST(backend_fallback, a_program_runs_unchanged_on_epoll_where_seccomp_blocks_io_uring_and_says_so_once) {
+  expect_it_runs_on_epoll_and_says_why_once(EPERM);
+}
+
+TEST(backend_fallback, a_filter_answering_enosys_as_if_io_uring_did_not_exist_falls_back_the_same_way) {
+  expect_it_runs_on_epoll_and_says_why_once(ENOSYS);
 }
 
 TEST(backend_fallback, forcing_io_uring_where_it_is_blocked_fails_at_start_saying_what_to_do) {
-  const child_result r = in_child({.block_io_uring = true, .backend_variable = "io_uring"}, forced_io_uring_program);
-  if (r.exit_code == seccomp_unavailable) GTEST_SKIP() << "cannot install a seccomp filter: " << r.err;
-  ASSERT_EQ(r.exit_code, passed) << r.describe();
+  const child_result r = in_child({.io_uring_setup_error = EPERM, .backend_variable = "io_uring"}, forced_io_uring_program);
+  if (r.exit_code == test::child_seccomp_unavailable) GTEST_SKIP() << "cannot install a seccomp filter: " << r.err;
+  ASSERT_EQ(r.exit_code, passed) << r.describe(check_names);
   EXPECT_FALSE(contains(r.err, "running on epoll")) << "forced to io_uring, yet it fell back:\n" << r.err;
   const auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 2u) << r.err;  // the two what()s, nothing else
@@ -370,7 +225,7 @@ TEST(backend_fallback, forcing_io_uring_where_it_is_blocked_fails_at_start_sayin
 
 TEST(backend_fallback, cogwheel_backend_epoll_runs_on_epoll_without_a_word) {
   const child_result r = in_child({.backend_variable = "epoll"}, [] { return whole_program(backend_kind::epoll); });
-  ASSERT_EQ(r.exit_code, passed) << r.describe();
+  ASSERT_EQ(r.exit_code, passed) << r.describe(check_names);
   EXPECT_EQ(r.err, "");
 }
 
@@ -380,9 +235,9 @@ TEST(backend_fallback, the_variable_wins_over_the_option) {
         []() -> task<int> { co_return current_backend() == backend_kind::io_uring ? passed : not_on_io_uring; }(),
         runtime_options{.backend = backend_kind::epoll});
   });
-  if (r.exit_code == threw && contains(r.err, "io_uring"))
+  if (r.exit_code == test::child_threw && contains(r.err, "io_uring"))
     GTEST_SKIP() << "io_uring is not available to this process: " << r.err;
-  ASSERT_EQ(r.exit_code, passed) << r.describe();
+  ASSERT_EQ(r.exit_code, passed) << r.describe(check_names);
   EXPECT_EQ(r.err, "");
 }
 
@@ -392,13 +247,13 @@ TEST(backend_fallback, the_option_chooses_epoll_when_the_variable_is_unset) {
         []() -> task<int> { co_return current_backend() == backend_kind::epoll ? passed : not_on_epoll; }(),
         runtime_options{.backend = backend_kind::epoll});
   });
-  ASSERT_EQ(r.exit_code, passed) << r.describe();
+  ASSERT_EQ(r.exit_code, passed) << r.describe(check_names);
   EXPECT_EQ(r.err, "");
 }
 
 TEST(backend_fallback, a_variable_naming_no_backend_fails_at_start_naming_it_and_the_choices) {
   const child_result r = in_child({.backend_variable = "kqueue"}, unknown_backend_program);
-  ASSERT_EQ(r.exit_code, passed) << r.describe();
+  ASSERT_EQ(r.exit_code, passed) << r.describe(check_names);
   const auto lines = lines_of(r.err);
   ASSERT_EQ(lines.size(), 2u) << r.err;
   for (const std::string& line : lines) {
