@@ -17,7 +17,7 @@ namespace cogwheel::detail {
 
 namespace {
 
-// How often each descriptor number was closed through cogwheel (close_descriptor), for
+// How often each descriptor number was closed or handed out by cogwheel (forget_descriptor), for
 // every thread: a loop's memory of a number (registered, non-blocking) holds only while the
 // count it saw stands. Closing bumps it before the number is released, so a socket that reuses
 // the number is never mistaken for the old one, whichever thread closed that. Numbers beyond
@@ -47,8 +47,12 @@ int result_of(long r) noexcept { return r < 0 ? -errno : static_cast<int>(r); }
 
 }  // namespace
 
-void close_descriptor(int fd) noexcept {
+void forget_descriptor(int fd) noexcept {
   if (fd >= 0 && fd < counted_descriptors) close_counts[fd].fetch_add(1, std::memory_order_acq_rel);
+}
+
+void close_descriptor(int fd) noexcept {
+  forget_descriptor(fd);
   ::close(fd);
 }
 

@@ -208,6 +208,7 @@ class tcp_stream {
   // close(): they belong to this stream, not to whoever takes the number.
   int release() noexcept {
     ops_.close_all();
+    if (fd_ >= 0) detail::forget_descriptor(fd_);
     return std::exchange(fd_, -1);
   }
 

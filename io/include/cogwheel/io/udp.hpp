@@ -157,6 +157,7 @@ class udp_socket {
   // Gives up the descriptor without closing it; operations in flight are cancelled.
   int release() noexcept {
     ops_.close_all();
+    if (fd_ >= 0) detail::forget_descriptor(fd_);
     return std::exchange(fd_, -1);
   }
   cogwheel::result<socket_address> local_address() const noexcept;

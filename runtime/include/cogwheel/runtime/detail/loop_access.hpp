@@ -61,8 +61,11 @@ void cancel_async(event_loop& loop, io_completion& op);
 // Cancels op's operation and blocks until op's final completion has been dispatched to op
 // (`in_flight` false). For destructors of awaiters whose frame is going away.
 void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight);
-// Closes a socket's descriptor (any thread), after telling the backends that remember
-// descriptors by number (epoll's registrations) to forget this one, in every loop.
+// Any thread: the backends that remember descriptors by number (epoll's registrations) forget
+// this one, in every loop. For a socket whose descriptor is handed out (released), since
+// whoever takes it may close it and the number then names another socket.
+void forget_descriptor(int fd) noexcept;
+// Closes a socket's descriptor after forget_descriptor (any thread).
 void close_descriptor(int fd) noexcept;
 
 // --- other cores (thread-safe) ---
