@@ -21,6 +21,10 @@
 #              SERVERS="uring epoll tokio asio_awaitable asio_tuple bare" (a subset, in order)
 #              RAW=FILE also keeps every run's row (tab-separated) in FILE
 #              CARGO=path to cargo (default: cargo on PATH, else ~/.cargo/bin/cargo)
+#              SYSCALLS=1 also counts the server's system calls while the client runs (perf stat
+#                on the syscall tracepoints, attached to the server process) and prints a second
+#                table: system calls per round trip, in total and by call. The counting costs
+#                the server CPU time, so take the first table's CPU figures from a run without it.
 #
 # tokio_echo's crates come from Debian's packaged registry (/usr/share/cargo/registry,
 # apt-get install librust-tokio-dev librust-tokio+{rt,net,time,io-util,macros,signal}-dev
@@ -123,11 +127,14 @@ free_port() {
   echo "$port"
 }
 
+# The process listening on port $1 (the server itself, below timeout, taskset and env).
+listener_pid() { ss -Hltnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1; }
+
 # The backend of the process listening on port $1: io_uring if it holds an io_uring instance,
 # else epoll if it holds an epoll instance.
 backend_of() {
   local pid
-  pid=$(ss -Hltnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1)
+  pid=$(listener_pid "$1")
   [ -n "$pid" ] || { echo unknown; return; }
   local fds
   fds=$(ls -l "/proc/$pid/fd" 2>/dev/null)
@@ -161,12 +168,17 @@ run_one() {
   local got=-
   [ "$want" = - ] || got=$(backend_of "$p")
 
-  local client=""
+  local client="" perf_pid=""
+  if [ -n "${SYSCALLS:-}" ] && [ "$got" = "$want" ]; then
+    perf stat -x, -e "$perf_events" -p "$(listener_pid "$p")" -o "$work/perf.txt" &
+    perf_pid=$!
+  fi
   if [ "$got" = "$want" ]; then
     client=$(timeout $((duration_ms / 1000 + 60)) taskset -c "$client_cpu" "$load_client" \
       --to="127.0.0.1:$p" --connections="$connections" --size="$size" \
       --duration-ms="$duration_ms" --no-pin) || true
   fi
+  if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
   kill -INT "$server_pid" 2>/dev/null || true
   wait "$server_pid" || true
   server_pid=""
@@ -192,6 +204,20 @@ run_one() {
   awk -v OFS='\t' -v label="$label" -v size="$size" -v rps="$rt_per_s" -v rt="$round_trips" \
       -v cpu="$cpu" -v p50="$p50" -v p99="$p99" \
       'BEGIN { print label, size, rps, sprintf("%.3f", cpu * 1e6 / rt), p50, p99 }' >>"$work/runs.tsv"
+  if [ -n "$perf_pid" ]; then
+    # perf's CSV lines are count,unit,event,...: the total and each call's count per round trip.
+    awk -F, -v OFS='\t' -v label="$label" -v size="$size" -v rt="$round_trips" '
+      $3 == "raw_syscalls:sys_enter" { total = $1 }
+      $3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {
+        name = substr($3, 20); by[name] = $1; named += $1; names[++n] = name
+      }
+      END {
+        line = ""
+        for (i = 1; i <= n; i++) line = line sprintf("%s%s %.3f", i > 1 ? ", " : "", names[i], by[names[i]] / rt)
+        if (total > named) line = line sprintf("%sother %.3f", n ? ", " : "", (total - named) / rt)
+        print label, size, sprintf("%.3f", total / rt), line
+      }' "$work/perf.txt" >>"$work/syscalls.tsv"
+  fi
 }
 
 # skip_row LABEL SIZE WHY
@@ -224,10 +250,22 @@ run_server() {
   esac
 }
 
+# The calls an echo server makes per round trip on one of the five designs measured here.
+perf_events=raw_syscalls:sys_enter
+for call in read write recvfrom sendto recvmsg sendmsg readv writev epoll_wait epoll_pwait \
+            epoll_pwait2 epoll_ctl io_uring_enter timerfd_settime futex accept4 clock_gettime; do
+  perf_events+=,syscalls:sys_enter_$call
+done
+if [ -n "${SYSCALLS:-}" ] && ! perf stat -e "$perf_events" -- true >/dev/null 2>&1; then
+  echo "echo_compare: SYSCALLS=1 needs perf with the syscall tracepoints (perf stat -e $perf_events)" >&2
+  exit 1
+fi
+
 echo "echo_compare: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)," \
      "$connections connections, ${duration_ms} ms per run, $reps repetitions interleaved," \
      "server on CPU $server_cpu, client on CPU $client_cpu"
 : >"$work/runs.tsv"
+: >"$work/syscalls.tsv"
 for rep in $(seq 1 "$reps"); do
   for size in $sizes; do
     for key in $servers; do run_server "$key" "$size"; done
@@ -266,3 +304,12 @@ awk -F'\t' '
       printf "| %s | %s | %d | %.2f | %s | %s | %.0f | %.0f |\n", label[k], size[k], median(rps[k]), c, reps[k], ratio, median(p50[k]), median(p99[k])
     }
   }' "$work/runs.tsv"
+
+if [ -s "$work/syscalls.tsv" ]; then
+  echo
+  echo "System calls per round trip (perf stat on the server's syscall tracepoints during the client's run; each repetition):"
+  echo
+  echo "| server | size (B) | syscalls per round trip | by call |"
+  echo "|---|---:|---:|---|"
+  awk -F'\t' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }' "$work/syscalls.tsv"
+fi
