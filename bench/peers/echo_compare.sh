@@ -276,12 +276,7 @@ echo "echo_compare: done $(date -u '+%H:%M UTC'), load average $(cut -d' ' -f1-3
 echo
 
 # Medians per (label, size) in first-seen order; ratio of the median CPU to cogwheel io_uring's.
-awk -F'\t' '
-  function median(s,   a, n, i, j, t) {
-    n = split(s, a, " ")
-    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+awk -F'\t' -f "$here/median.awk" -f <(cat <<'AWK'
   {
     k = $1 SUBSEP $2
     if (!(k in seen)) { seen[k] = 1; order[++rows] = k; label[k] = $1; size[k] = $2 }
@@ -303,7 +298,9 @@ awk -F'\t' '
       ratio = base[size[k]] > 0 ? sprintf("%.2fx", c / base[size[k]]) : ""
       printf "| %s | %s | %d | %.2f | %s | %s | %.0f | %.0f |\n", label[k], size[k], median(rps[k]), c, reps[k], ratio, median(p50[k]), median(p99[k])
     }
-  }' "$work/runs.tsv"
+  }
+AWK
+) "$work/runs.tsv"
 
 if [ -s "$work/syscalls.tsv" ]; then
   echo

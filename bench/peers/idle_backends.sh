@@ -12,6 +12,7 @@
 # Environment: REPS=3, RAW=FILE also keeps every run's idle_demo output in FILE.
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build/bench}
 shift || true
 reps=${REPS:-3}
@@ -67,12 +68,7 @@ done
 echo "idle_backends: done $(date -u '+%H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
-awk -F'\t' '
-  function median(s,   a, n, i, j, t) {
-    n = split(s, a, " ")
-    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
+awk -F'\t' -f "$here/median.awk" -f <(cat <<'AWK'
   BEGIN {
     print "| backend | run | connected | silent | kicked | wrongly kicked | lateness p50 ms | p99 ms | max ms | server CPU s | loop iterations | timers fired | all right |"
     print "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
@@ -92,4 +88,6 @@ awk -F'\t' '
       for (i = 3; i <= 12; i++) printf (i >= 7 && i <= 10 ? " %.3f |" : " %d |"), median(v[order[b], i])
       printf " |\n"
     }
-  }' "$work/runs.tsv"
+  }
+AWK
+) "$work/runs.tsv"
