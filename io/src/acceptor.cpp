@@ -1,5 +1,6 @@
 #include "acceptor.hpp"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,8 +18,8 @@ acceptor::~acceptor() {
   closing_ = true;
   release_loop();
   for (const accept_outcome& a : accepted_)
-    if (a.fd >= 0) ::close(a.fd);
-  if (fd_ >= 0) ::close(fd_);
+    if (a.fd >= 0) close_descriptor(a.fd);
+  if (fd_ >= 0) close_descriptor(fd_);
 }
 
 void acceptor::bind_loop() {
@@ -76,9 +77,9 @@ void acceptor::arm_if_room() {
   // this also arms for every waiting accept().
   if (scheduled()) return;
   while (armed_ < accept_batch && accepted_.size() + armed_ < max_unclaimed_) {
-    io_uring_sqe* sqe = loop_->get_sqe(*this);
-    io_uring_prep_accept(sqe, fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    accept_.set(io_opcode::accept, fd_, nullptr, 0, SOCK_CLOEXEC);
     ++armed_;
+    loop_->submit(*this, accept_);
   }
 }
 
@@ -103,7 +104,7 @@ void acceptor::on_accept(io_completion& c, int res, unsigned /*flags*/) noexcept
   auto& self = static_cast<acceptor&>(c);
   --self.armed_;
   if (self.closing_) {
-    if (res >= 0) ::close(res);
+    if (res >= 0) close_descriptor(res);
     return;
   }
   // deliver() resumes the accepting coroutine inline, and that coroutine may destroy the
@@ -142,7 +143,7 @@ void acceptor::on_backoff_over(timer::timer_node& n) noexcept {
 
 accept_operation::~accept_operation() {
   if (waiting_ && acceptor_ != nullptr) acceptor_->unwait(*this);
-  if (outcome_.fd >= 0) ::close(outcome_.fd);  // accepted but never taken
+  if (outcome_.fd >= 0) close_descriptor(outcome_.fd);  // accepted but never taken
 }
 
 std::coroutine_handle<> accept_operation::start(continuation c) {

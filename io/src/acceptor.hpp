@@ -56,7 +56,8 @@ class acceptor : private io_completion, private timer::timer_node, private shutd
   std::deque<accept_outcome> accepted_;   // connections (or one error) nobody has taken yet
   std::deque<accept_operation*> waiting_;  // accept() calls in arrival order
   clock::duration backoff_{0};
-  unsigned armed_ = 0;  // accept SQEs in flight
+  unsigned armed_ = 0;  // accepts in flight, all submissions of accept_
+  io_request accept_;
   bool closing_ = false;
 };
 

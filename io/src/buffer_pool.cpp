@@ -1,6 +1,5 @@
 #include <cogwheel/io/buffer_pool.hpp>
 
-#include <liburing.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -14,13 +13,14 @@
 
 namespace cogwheel::detail {
 
-// The shared state of one pool: the ring the kernel takes buffers from, the buffers' memory,
-// and two counts. `held_`: buffers out of the ring (in handles, or in completions not yet
+// The shared state of one pool: the buffers' memory, given to the loop's backend as a buffer
+// group (io_uring: a provided-buffer ring the kernel takes from; epoll: a free list), and
+// two counts. `held_`: buffers out of the group (in handles, or in completions not yet
 // handed over). `uses_`: the owning buffer_pool (until destroyed), each read from start() to
-// destruction, each handle; the state deletes itself when it drops to 0, so neither the ring
+// destruction, each handle; the state deletes itself when it drops to 0, so neither the group
 // nor the memory goes while anything may still name them.
 //
-// The group id names the ring in SQEs: no two live states of a thread share one, even after
+// The group id names the group in requests: no two live states of a thread share one, even after
 // one was unregistered, so a read still in flight can never take a buffer from a newer pool
 // that reused its id and put it back into the wrong one.
 class pool_state : private shutdown_hook {
@@ -53,16 +53,13 @@ class pool_state : private shutdown_hook {
   void give_back(std::uint16_t id) noexcept {
     assert(held_ > 0);
     --held_;
-    if (registered_) {
-      io_uring_buf_ring_add(ring_, memory_ + std::size_t{id} * size_, size_, id, mask_, 0);
-      io_uring_buf_ring_advance(ring_, 1);
-    }
+    if (registered_) loop_->driver().give_buffer(group_, id);
     unuse();
   }
 
   // No new read may take from the ring from here on (the owner let go, or the loop shuts down).
   void unregister() noexcept {
-    if (registered_) io_uring_unregister_buf_ring(&loop_->ring(), group_);
+    if (registered_) loop_->driver().remove_buffer_group(group_);
     registered_ = false;
     loop_ = nullptr;
     shutdown_hook::unlink();
@@ -74,15 +71,12 @@ class pool_state : private shutdown_hook {
   static void on_loop_shutdown(shutdown_hook& h) noexcept { static_cast<pool_state&>(h).unregister(); }
 
   event_loop* loop_ = nullptr;
-  io_uring_buf_ring* ring_ = nullptr;
   std::byte* memory_ = nullptr;
-  std::size_t ring_bytes_ = 0;
   std::size_t memory_bytes_ = 0;
   std::uint32_t count_ = 0;  // a power of two
   std::uint32_t size_ = 0;
   std::uint32_t held_ = 0;
   std::uint32_t uses_ = 1;
-  std::uint16_t mask_ = 0;
   std::uint16_t group_ = 0;
   bool registered_ = false;
 };
@@ -122,7 +116,6 @@ result<pool_state*> pool_state::create(event_loop& loop, const buffer_pool_optio
   auto* s = new pool_state();
   s->loop_ = &loop;
   s->count_ = round_up_pow2(o.buffers);
-  s->mask_ = static_cast<std::uint16_t>(io_uring_buf_ring_mask(s->count_));
   s->size_ = o.buffer_size;
   live_pools.push_back(s);  // from here on ~pool_state undoes whatever was set up
   auto fail = [s](std::error_code e) -> result<pool_state*> {
@@ -130,38 +123,23 @@ result<pool_state*> pool_state::create(event_loop& loop, const buffer_pool_optio
     return e;
   };
 
-  // Both regions are mapped, not allocated: the ring must be page-aligned for the kernel, and
-  // buffer pages cost memory only once data has been read into them.
-  s->ring_bytes_ = std::size_t{s->count_} * sizeof(io_uring_buf);
-  void* ring = ::mmap(nullptr, s->ring_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (ring == MAP_FAILED) return fail(errno_code(errno));
-  s->ring_ = static_cast<io_uring_buf_ring*>(ring);
+  // Mapped, not allocated: buffer pages cost memory only once data has been read into them.
   s->memory_bytes_ = std::size_t{s->count_} * s->size_;
   void* memory = ::mmap(nullptr, s->memory_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) return fail(errno_code(errno));
   s->memory_ = static_cast<std::byte*>(memory);
-  io_uring_buf_ring_init(s->ring_);
 
-  io_uring_buf_reg reg{};
-  reg.ring_addr = reinterpret_cast<std::uintptr_t>(s->ring_);
-  reg.ring_entries = s->count_;
   int err = -EEXIST;
   for (unsigned tries = 0; tries < 65536 && err == -EEXIST; ++tries) {
     const std::uint16_t g = next_group++;
     if (group_in_use(g)) continue;
     s->group_ = g;
-    reg.bgid = g;
-    err = io_uring_register_buf_ring(&loop.ring(), &reg, 0);
+    err = loop.driver().add_buffer_group(g, s->memory_, s->count_, s->size_);
   }
-  // Kernels before 5.19 know no such registration (EINVAL); seccomp or a trimmed kernel may
-  // say EOPNOTSUPP. Options are checked above, so either means: not on this kernel.
-  if (err == -EINVAL || err == -EOPNOTSUPP) return fail(std::make_error_code(errc::not_supported));
+  // Options are checked above, so EOPNOTSUPP means: not on this kernel (before 5.19).
+  if (err == -EOPNOTSUPP) return fail(std::make_error_code(errc::not_supported));
   if (err < 0) return fail(errno_code(err));
   s->registered_ = true;
-  for (std::uint32_t id = 0; id < s->count_; ++id)
-    io_uring_buf_ring_add(s->ring_, s->memory_ + std::size_t{id} * s->size_, s->size_,
-                          static_cast<std::uint16_t>(id), s->mask_, static_cast<int>(id));
-  io_uring_buf_ring_advance(s->ring_, static_cast<int>(s->count_));
   s->on_shutdown = &pool_state::on_loop_shutdown;
   loop.add_shutdown_hook(*s);
   return s;
@@ -171,7 +149,6 @@ pool_state::~pool_state() {
   assert(held_ == 0);
   unregister();
   if (memory_ != nullptr) ::munmap(memory_, memory_bytes_);
-  if (ring_ != nullptr) ::munmap(ring_, ring_bytes_);
   live_pools.erase(std::find(live_pools.begin(), live_pools.end(), this));
 }
 
@@ -204,16 +181,15 @@ std::coroutine_handle<> pooled_recv_operation::start(continuation c) {
   return kernel_operation::start(c);
 }
 
-void pooled_recv_operation::prepare(io_uring_sqe* sqe) noexcept {
-  io_uring_prep_recv(sqe, fd_, nullptr, pool_->buffer_size(), 0);
-  sqe->flags |= IOSQE_BUFFER_SELECT;
-  sqe->buf_group = pool_->group();
-  if (poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+void pooled_recv_operation::prepare(io_request& req) noexcept {
+  req.set(io_opcode::recv_pooled, fd_, nullptr, pool_->buffer_size());
+  req.buffer_group = pool_->group();
+  req.poll_first = poll_first_;
 }
 
 bool pooled_recv_operation::on_completion(int res, unsigned flags) noexcept {
-  if ((flags & IORING_CQE_F_BUFFER) != 0) {
-    const auto id = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
+  if ((flags & io_flag_buffer) != 0) {
+    const auto id = static_cast<std::uint16_t>(flags >> io_buffer_id_shift);
     pool_->take(id);
     if (res > 0) {
       got_ = true;

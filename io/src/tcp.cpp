@@ -1,6 +1,6 @@
 #include <cogwheel/io/tcp.hpp>
 
-#include <liburing.h>
+#include <sys/socket.h>
 #include <netinet/tcp.h>
 #include <unistd.h>
 
@@ -32,23 +32,21 @@ void abort_closed_on_other_thread() noexcept {
   std::abort();
 }
 
-void connect_operation::prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_connect(sqe, fd_, to_.data(), to_.size()); }
-void recv_operation::prepare(io_uring_sqe* sqe) noexcept {
-  io_uring_prep_recv(sqe, fd_, buf_.data(), buf_.size(), flags_);
+void connect_operation::prepare(io_request& req) noexcept { req.set(io_opcode::connect, fd_, to_.data(), to_.size()); }
+void recv_operation::prepare(io_request& req) noexcept { req.set(io_opcode::recv, fd_, buf_.data(), buf_.size(), flags_); }
+void send_operation::prepare(io_request& req) noexcept {
+  req.set(io_opcode::send, fd_, buf_.data(), buf_.size(), MSG_NOSIGNAL);
 }
-void send_operation::prepare(io_uring_sqe* sqe) noexcept {
-  io_uring_prep_send(sqe, fd_, buf_.data(), buf_.size(), MSG_NOSIGNAL);
+void send_all_operation::prepare(io_request& req) noexcept {
+  req.set(io_opcode::send, fd_, buf_.data() + written_, buf_.size() - written_, MSG_NOSIGNAL);
 }
-void send_all_operation::prepare(io_uring_sqe* sqe) noexcept {
-  io_uring_prep_send(sqe, fd_, buf_.data() + written_, buf_.size() - written_, MSG_NOSIGNAL);
-}
-void shutdown_operation::prepare(io_uring_sqe* sqe) noexcept { io_uring_prep_shutdown(sqe, fd_, how_); }
+void shutdown_operation::prepare(io_request& req) noexcept { req.set(io_opcode::shutdown, fd_, nullptr, 0, how_); }
 
 connect_operation::connect_operation(connect_operation&& o) noexcept
     : kernel_operation(std::move(o)), to_(o.to_), fd_(std::exchange(o.fd_, -1)), socket_error_(o.socket_error_) {}
 
 connect_operation::~connect_operation() {
-  if (fd_ >= 0) ::close(fd_);  // the kernel keeps its own reference while the SQE is in flight
+  if (fd_ >= 0) close_descriptor(fd_);  // the kernel keeps its own reference while the SQE is in flight
 }
 
 std::coroutine_handle<> connect_operation::start(continuation c) {
@@ -63,7 +61,7 @@ std::coroutine_handle<> connect_operation::start(continuation c) {
 cogwheel::result<tcp_stream> connect_operation::make_result(int res) {
   if (socket_error_ != 0) return errno_code(socket_error_);
   if (res < 0) {
-    ::close(std::exchange(fd_, -1));
+    close_descriptor(std::exchange(fd_, -1));
     return errno_code(res);
   }
   return tcp_stream(std::exchange(fd_, -1));
@@ -76,7 +74,7 @@ void tcp_stream::close() noexcept {
   // then the number. The kernel's in-flight requests hold their own reference to the file,
   // so the socket itself closes when the last of them has completed.
   ops_.close_all();
-  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  if (fd_ >= 0) detail::close_descriptor(std::exchange(fd_, -1));
 }
 
 result<void> tcp_stream::set_nodelay(bool on) noexcept { return set_option(fd_, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0); }
@@ -112,7 +110,7 @@ result<tcp_listener> tcp_listener::bind(const socket_address& at, listen_options
   const int fd = ::socket(at.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno_code(errno);
   auto fail = [fd](int err) {
-    ::close(fd);
+    detail::close_descriptor(fd);
     return errno_code(err);
   };
   if (options.reuse_address && !set_option(fd, SOL_SOCKET, SO_REUSEADDR, 1)) return fail(errno);

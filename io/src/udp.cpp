@@ -1,6 +1,6 @@
 #include <cogwheel/io/udp.hpp>
 
-#include <liburing.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,24 +16,24 @@ datagram_header::datagram_header(int fd, std::span<const std::byte> data, const 
   std::memcpy(&peer_, to.data(), peer_size_);
 }
 
-void datagram_header::prepare_send(io_uring_sqe* sqe) noexcept {
+void datagram_header::prepare_send(io_request& req) noexcept {
   iov_ = {data_, size_};
   msg_ = {};
   msg_.msg_name = peer_size_ != 0 ? &peer_ : nullptr;
   msg_.msg_namelen = peer_size_;
   msg_.msg_iov = &iov_;
   msg_.msg_iovlen = 1;
-  io_uring_prep_sendmsg(sqe, fd_, &msg_, MSG_NOSIGNAL);
+  req.set(io_opcode::sendmsg, fd_, &msg_, 0, MSG_NOSIGNAL);
 }
 
-void datagram_header::prepare_receive(io_uring_sqe* sqe) noexcept {
+void datagram_header::prepare_receive(io_request& req) noexcept {
   iov_ = {data_, size_};
   msg_ = {};
   msg_.msg_name = &peer_;
   msg_.msg_namelen = sizeof peer_;
   msg_.msg_iov = &iov_;
   msg_.msg_iovlen = 1;
-  io_uring_prep_recvmsg(sqe, fd_, &msg_, 0);
+  req.set(io_opcode::recvmsg, fd_, &msg_);
 }
 
 result<std::size_t> datagram_header::received(int res) const noexcept {
@@ -46,18 +46,18 @@ result<socket_address> datagram_header::sender() const noexcept {
   return socket_address::from_sockaddr(reinterpret_cast<const sockaddr*>(&peer_), msg_.msg_namelen);
 }
 
-void udp_send_operation::prepare(io_uring_sqe* sqe) noexcept { prepare_send(sqe); }
+void udp_send_operation::prepare(io_request& req) noexcept { prepare_send(req); }
 
 result<std::size_t> udp_send_operation::make_result(int res) noexcept {
   if (res < 0) return errno_code(res);
   return static_cast<std::size_t>(res);
 }
 
-void udp_receive_operation::prepare(io_uring_sqe* sqe) noexcept { prepare_receive(sqe); }
+void udp_receive_operation::prepare(io_request& req) noexcept { prepare_receive(req); }
 
 result<std::size_t> udp_receive_operation::make_result(int res) noexcept { return received(res); }
 
-void udp_receive_from_operation::prepare(io_uring_sqe* sqe) noexcept { prepare_receive(sqe); }
+void udp_receive_from_operation::prepare(io_request& req) noexcept { prepare_receive(req); }
 
 result<std::pair<std::size_t, socket_address>> udp_receive_from_operation::make_result(int res) noexcept {
   auto n = received(res);
@@ -67,8 +67,8 @@ result<std::pair<std::size_t, socket_address>> udp_receive_from_operation::make_
   return std::pair<std::size_t, socket_address>(*n, *from);
 }
 
-void udp_connect_operation::prepare(io_uring_sqe* sqe) noexcept {
-  io_uring_prep_connect(sqe, fd_, to_.data(), to_.size());
+void udp_connect_operation::prepare(io_request& req) noexcept {
+  req.set(io_opcode::connect, fd_, to_.data(), to_.size());
 }
 
 result<void> udp_connect_operation::make_result(int res) noexcept {
@@ -94,7 +94,7 @@ result<udp_socket> udp_socket::bind(const socket_address& at, udp_options option
 
 void udp_socket::close() noexcept {
   ops_.close_all();  // first the operations, then the number (see tcp_stream::close)
-  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  if (fd_ >= 0) detail::close_descriptor(std::exchange(fd_, -1));
 }
 
 result<socket_address> udp_socket::local_address() const noexcept { return socket_address::local_of(fd_); }

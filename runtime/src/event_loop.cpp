@@ -15,44 +15,6 @@ namespace cogwheel::detail {
 
 thread_local event_loop* event_loop::current_ = nullptr;
 
-namespace {
-
-std::string setup_failure_message(int err, unsigned entries) {
-  std::string m = "cogwheel: cannot set up io_uring (" + std::string(std::strerror(err)) + "): ";
-  switch (err) {
-    case EPERM:
-      return m +
-             "io_uring is not permitted here. Either the kernel has it disabled "
-             "(sysctl kernel.io_uring_disabled is 2, or 1 and this process is not in "
-             "kernel.io_uring_group), or a seccomp filter blocks io_uring_setup (container "
-             "runtimes' default profiles do). Enable it with 'sysctl -w "
-             "kernel.io_uring_disabled=0' or run with a seccomp profile that allows "
-             "io_uring_setup, io_uring_enter and io_uring_register.";
-    case ENOSYS:
-      return m +
-             "this kernel has no io_uring (or a seccomp filter hides it). cogwheel needs "
-             "Linux 5.19 or later built with CONFIG_IO_URING.";
-    case ENOMEM:
-      return m + "not enough locked memory for a ring of " + std::to_string(entries) +
-             " entries (kernels before 5.12 charge rings to RLIMIT_MEMLOCK). Raise 'ulimit -l' "
-             "or lower runtime_options::sq_entries.";
-    case EMFILE:
-    case ENFILE:
-      return m + "no file descriptor left for the ring. Close descriptors or raise 'ulimit -n'.";
-    default:
-      return m + "the kernel rejected the ring parameters (sq_entries " + std::to_string(entries) +
-             "); use a power of two up to 32768.";
-  }
-}
-
-unsigned round_up_pow2(unsigned v) {
-  unsigned p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
-}  // namespace
-
 event_loop::event_loop(const runtime_options& options, unsigned core)
     : core_(core),
       ready_budget_(options.ready_budget == 0 ? 1 : options.ready_budget),
@@ -61,29 +23,11 @@ event_loop::event_loop(const runtime_options& options, unsigned core)
     throw std::logic_error("cogwheel: this thread already runs a loop (nested run()?)");
   spawned_.prev = spawned_.next = &spawned_;
 
-  const unsigned sq = round_up_pow2(options.sq_entries == 0 ? 1 : options.sq_entries);
-  const unsigned cq = options.cq_entries == 0 ? 4 * sq : round_up_pow2(options.cq_entries);
-  // Preferred set-up first (one issuer, task work deferred to our own io_uring_enter: measured
-  // cheaper per completion), then fallbacks for older kernels.
-  const unsigned attempts[] = {
-      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-      IORING_SETUP_COOP_TASKRUN,
-      0,
-  };
-  int err = 0;
-  for (unsigned flags : attempts) {
-    io_uring_params p{};
-    p.flags = flags | IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
-    p.cq_entries = cq;
-    err = io_uring_queue_init_params(sq, &ring_, &p);
-    if (err != -EINVAL) break;
-  }
-  if (err < 0) throw std::system_error(-err, std::system_category(), setup_failure_message(-err, sq));
+  driver_ = make_io_driver(options, stats_, deferred_);
 
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {
     const int e = errno;
-    io_uring_queue_exit(&ring_);
     throw std::system_error(e, std::system_category(), "cogwheel: eventfd for cross-core wake-ups");
   }
   wake_.loop = this;
@@ -110,41 +54,16 @@ event_loop::~event_loop() {
     m->discard(*m);
     m = next;
   }
-  ::close(wake_fd_);
-  io_uring_queue_exit(&ring_);
-}
-
-io_uring_sqe* event_loop::get_sqe() {
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-  while (sqe == nullptr) {
-    ++stats_.sq_full_flushes;
-    const int r = io_uring_submit(&ring_);
-    if (r == -EBUSY || r == -EAGAIN) {
-      // The kernel holds completions we have not consumed: set them aside, then retry.
-      io_uring_get_events(&ring_);
-      drain_cq(deferred_);
-    } else if (r < 0 && r != -EINTR) {
-      std::fprintf(stderr, "cogwheel: io_uring_submit failed: %s\n", std::strerror(-r));
-      std::abort();
-    }
-    sqe = io_uring_get_sqe(&ring_);
-  }
-  return sqe;
-}
-
-void event_loop::cancel_async(io_completion& op, bool all) {
-  io_uring_sqe* sqe = get_sqe();
-  io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(&op), all ? IORING_ASYNC_CANCEL_ALL : 0);
-  io_uring_sqe_set_data64(sqe, 0);  // its own outcome does not matter: op's completion does
-  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  close_descriptor(wake_fd_);
+  driver_.reset();
 }
 
 void event_loop::dispatch_set_aside(std::uint64_t id) noexcept {
   // By index: a dispatched handler may append to these vectors (a deferred completion).
-  for (std::vector<cqe_copy>* v : {&reaped_, &deferred_}) {
+  for (std::vector<completion>* v : {&reaped_, &deferred_}) {
     for (std::size_t i = 0; i < v->size(); ++i) {
       if ((*v)[i].user_data != id) continue;
-      const cqe_copy copy = (*v)[i];
+      const completion copy = (*v)[i];
       (*v)[i].user_data = 0;
       dispatch(copy);
     }
@@ -158,20 +77,15 @@ void event_loop::cancel_and_wait(io_completion& op, bool (*in_flight)(const void
   dispatch_set_aside(id);
   if (!in_flight(state)) return;
   cancel_async(op, all);
-  // Queuing the cancel may have found the SQ full and the kernel refusing to submit (EBUSY:
-  // completions pending), in which case get_sqe() set the CQ aside into deferred_, op's own
-  // completion possibly among them.
+  // Queuing the cancel may have set completions aside into deferred_, op's own possibly among
+  // them (io_uring: the SQ was full and the kernel refused to submit with EBUSY; epoll: the
+  // cancellation itself completes a waiting operation).
   dispatch_set_aside(id);
-  std::vector<cqe_copy> got;
+  std::vector<completion> got;
   while (in_flight(state)) {
-    const int r = io_uring_submit_and_wait(&ring_, 1);
-    if (r < 0 && r != -EINTR && r != -ETIME && r != -EBUSY) {
-      std::fprintf(stderr, "cogwheel: waiting for a cancelled operation failed: %s\n", std::strerror(-r));
-      std::abort();
-    }
     got.clear();
-    drain_cq(got);
-    for (const cqe_copy& c : got) {
+    driver_->wait(-1, got);
+    for (const completion& c : got) {
       if (c.user_data == id)
         dispatch(c);
       else
@@ -180,23 +94,7 @@ void event_loop::cancel_and_wait(io_completion& op, bool (*in_flight)(const void
   }
 }
 
-void event_loop::drain_cq(std::vector<cqe_copy>& out) {
-  // Counted before peeking: io_uring_peek_batch_cqe flushes the kernel's overflow list itself
-  // when it finds the CQ empty, so by the time the loop below sees an empty CQ the flag is
-  // usually gone again (and a count taken only there stayed at 0).
-  if (io_uring_cq_has_overflow(&ring_)) ++stats_.cq_overflows;
-  for (;;) {
-    io_uring_cqe* cqes[64];
-    const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
-    for (unsigned i = 0; i < n; ++i) out.push_back(cqe_copy{cqes[i]->user_data, cqes[i]->res, cqes[i]->flags});
-    io_uring_cq_advance(&ring_, n);
-    if (n > 0) continue;
-    if (!io_uring_cq_has_overflow(&ring_)) return;
-    io_uring_get_events(&ring_);  // the kernel kept completions the CQ had no room for: fetch them
-  }
-}
-
-void event_loop::dispatch(const cqe_copy& c) noexcept {
+void event_loop::dispatch(const completion& c) noexcept {
   if (c.user_data == 0) return;
   ++stats_.completions;
   auto* op = reinterpret_cast<io_completion*>(c.user_data);
@@ -212,7 +110,10 @@ void event_loop::run_once() {
   if (inbox_.load(std::memory_order_relaxed) != nullptr && !shut_down_) drain_inbox();
   run_ready();
   kernel_skipped_ = skip_kernel();
-  if (!kernel_skipped_) wait_and_reap();
+  if (kernel_skipped_)
+    dispatch_set_aside_batch();
+  else
+    wait_and_reap();
 }
 
 bool event_loop::skip_kernel() noexcept {
@@ -220,8 +121,8 @@ bool event_loop::skip_kernel() noexcept {
   // has not been asked for yet unless SQEs wait (they go in at once) or completions are
   // already there; otherwise the poll is what is skipped, for at most kernel_poll_rounds
   // iterations and kernel_poll_interval of loop time: that is all the latency it adds to I/O.
-  if (ready_.empty() || !deferred_.empty() || stop_requested_) return false;
-  if (io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0) return false;
+  if ((ready_.empty() && deferred_.empty()) || stop_requested_) return false;
+  if (driver_->kernel_work_pending()) return false;
   if (++rounds_since_kernel_ >= kernel_poll_rounds) return false;
   return time_.now() - last_kernel_ < kernel_poll_interval;
 }
@@ -237,54 +138,30 @@ void event_loop::wait_and_reap() {
   // How long to block: not at all while work is ready (or a stop, a nudge, set-aside
   // completions wait); otherwise whatever the time driver allows. The kernel's wait is
   // relative, so the time driver measures it from a fresh clock reading.
-  __kernel_timespec ts{};  // zero: poll
-  __kernel_timespec* timeout = &ts;
+  std::int64_t ns = 0;  // a poll
   const bool nudged = std::exchange(nudged_, false);
-  if (ready_.empty() && deferred_.empty() && !stop_requested_ && !nudged) {
-    const std::int64_t ns = time_.wait_ns();
-    if (ns < 0) {
-      timeout = nullptr;  // nothing due ever: sleep until a completion
-    } else {
-      ts.tv_sec = ns / 1'000'000'000;
-      ts.tv_nsec = ns % 1'000'000'000;
-    }
-  }
-  bool poll = timeout == &ts && ts.tv_sec == 0 && ts.tv_nsec == 0;
-  if (!poll) {
+  if (ready_.empty() && deferred_.empty() && !stop_requested_ && !nudged) ns = time_.wait_ns();
+  if (ns != 0) {
     // About to sleep: say so before the last look at the inbox (a sender posts, then looks at
     // sleeping_; all four accesses seq_cst, so one side sees the other's write: either the
     // message is found here, or its sender writes the eventfd).
     sleeping_.store(true, std::memory_order_seq_cst);
-    if (inbox_.load(std::memory_order_seq_cst) != nullptr) {
-      ts = {};
-      timeout = &ts;
-      poll = true;
-    }
+    if (inbox_.load(std::memory_order_seq_cst) != nullptr) ns = 0;
   }
   rounds_since_kernel_ = 0;
   last_kernel_ = time_.now();
-  int r;
-  if (poll) {
-    // Not a wait with a zero timeout: the kernel arms a timer for that too, which measured
-    // ~15 us per call on 6.18 (every yield() paid it). Submitting with GETEVENTS runs the
-    // deferred task work and flushes overflow just the same, and returns at once.
-    r = io_uring_submit_and_get_events(&ring_);
-  } else {
-    ++stats_.waits;
-    io_uring_cqe* cqe = nullptr;
-    r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout, nullptr);
-  }
+  if (ns != 0) ++stats_.waits;
+  driver_->wait(ns, deferred_);  // after anything set aside earlier, in arrival order
   sleeping_.store(false, std::memory_order_relaxed);
-  if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY && r != -EAGAIN) {
-    std::fprintf(stderr, "cogwheel: io_uring_enter failed: %s\n", std::strerror(-r));
-    std::abort();
-  }
+  const bool any = dispatch_set_aside_batch();
+  time_.after_wait(any || !ready_.empty(), stats_);
+}
 
-  drain_cq(deferred_);  // after anything set aside earlier, in arrival order
+bool event_loop::dispatch_set_aside_batch() noexcept {
   reaped_.swap(deferred_);
   const bool any = !reaped_.empty();
   for (std::size_t i = 0; i < reaped_.size(); ++i) {
-    const cqe_copy c = reaped_[i];  // cancel_and_wait may zero later entries meanwhile
+    const completion c = reaped_[i];  // cancel_and_wait may zero later entries meanwhile
     // Consumed before it runs: if its handler ends in cancel_and_wait for the same owner (a
     // multishot accept whose coroutine closes the listener), that must not find and dispatch
     // this completion, or the ones before it, a second time.
@@ -292,13 +169,16 @@ void event_loop::wait_and_reap() {
     dispatch(c);
   }
   reaped_.clear();
-  time_.after_wait(any || !ready_.empty(), stats_);
+  return any;
 }
 
 void event_loop::arm_wake() {
-  io_uring_sqe* sqe = get_sqe(wake_);
-  io_uring_prep_read(sqe, wake_fd_, &wake_.value, sizeof wake_.value, 0);
-  wake_.in_flight = true;
+  wake_read_.opcode = io_opcode::read;
+  wake_read_.fd = wake_fd_;
+  wake_read_.addr = &wake_.value;
+  wake_read_.len = sizeof wake_.value;
+  wake_.in_flight = true;  // first: epoll may complete it inline into the set-aside list
+  driver_->submit(wake_, wake_read_);
 }
 
 void event_loop::on_wake(io_completion& op, int /*res*/, unsigned /*flags*/) noexcept {

@@ -1,29 +1,30 @@
-// event_loop: one core's loop, owned by one thread. It is where the three rooms of the runtime
-// meet, once per iteration (run_once):
+// event_loop: one core's loop, owned by one thread. It is where the rooms of the runtime meet,
+// once per iteration (run_once):
 //
 //   time driver   tick(): the clock read once, the timer queue advanced to it
 //                 run_expired(): every waiter whose timer expired resumes, in one batch
 //   inbox         messages from other cores, polled (a running loop needs no wake-up)
 //   tasks         up to ready_budget coroutines from the ready queue
-//   ring driver   submit queued SQEs and wait in ONE io_uring_enter, bounded by the time
-//                 driver's wait_ns() (zero when work is ready); reap every completion in one
-//                 pass and dispatch each to its owner. While work is ready and nothing waits
-//                 to be submitted or reaped, that poll of the kernel is skipped for up to 61
-//                 iterations or 50 us (skip_kernel): a yield() then costs no syscall.
+//   I/O driver    submit what is queued and wait in ONE call (io_uring_enter or epoll_wait),
+//                 bounded by the time driver's wait_ns() (zero when work is ready); take every
+//                 completion in one pass and dispatch each to its owner. While work is ready
+//                 and the kernel holds nothing for us, that poll is skipped for up to 61
+//                 iterations or 50 us (skip_kernel): a yield() then costs no syscall, and
+//                 completions the driver produced without the kernel (epoll's operations that
+//                 succeeded at once) are dispatched without one.
 //
-// Idle means asleep in io_uring_enter until a completion or the next deadline: no tick.
-// The time driver is time_driver.hpp; the ring driver (SQEs, completions, cancellation, the
-// cross-core inbox) is this class.
+// Idle means asleep in the kernel until a completion or the next deadline: no tick.
+// The time driver is time_driver.hpp; the I/O driver is io_driver.hpp (io_uring or epoll);
+// dispatch, set-aside completions, cancel-and-wait and the cross-core inbox are this class.
 //
 // Threading: everything here belongs to the loop's thread except post_remote() and
 // request_stop(), which any thread may call.
 #pragma once
 
-#include <liburing.h>
-
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <cogwheel/runtime/detail/intrusive_list.hpp>
@@ -33,6 +34,7 @@
 #include <cogwheel/runtime/stats.hpp>
 #include <cogwheel/timer/queue.hpp>
 
+#include "io_driver.hpp"
 #include "time_driver.hpp"
 
 namespace cogwheel::detail {
@@ -53,12 +55,12 @@ struct spawned_link {
 
 class event_loop {
  public:
-  // Sets up the ring; throws std::system_error naming the cause and the remedy when io_uring is
-  // unavailable (seccomp, kernel.io_uring_disabled, old kernel, memlock limit).
+  // Sets up the I/O backend (see make_io_driver): throws std::system_error naming the cause and
+  // the remedy when none can run, or io_uring was asked for and is unavailable.
   event_loop(const runtime_options& options, unsigned core);
   event_loop(const event_loop&) = delete;
   event_loop& operator=(const event_loop&) = delete;
-  // Calls shutdown() if it has not run; then releases the ring.
+  // Calls shutdown() if it has not run; then releases the backend.
   ~event_loop();
   // On the loop's thread, once: destroys the spawned coroutines still suspended, withdraws the
   // wake-up read and detaches the loop from the thread. Cross-thread wake-ups stay harmless
@@ -84,20 +86,13 @@ class event_loop {
   time_driver& time() noexcept { return time_; }
   const loop_stats& stats() const noexcept { return stats_; }
   bool paused_clock() const noexcept { return time_.paused(); }
-  // For registrations with the ring (io's provided buffer rings); not for submitting.
-  io_uring& ring() noexcept { return ring_; }
+  // The backend, for what is not an operation (io's provided buffer groups).
+  io_driver& driver() noexcept { return *driver_; }
+  backend_kind backend() const noexcept { return driver_->kind(); }
 
-  // A free SQE; never null: when the SQ is full it submits what is queued and retries (the
-  // completions that frees stay in the kernel's CQ, or are set aside if the kernel refuses with
-  // EBUSY, and are dispatched at the next reap). Nothing is dropped.
-  io_uring_sqe* get_sqe();
-  // Prepares an SQE owned by `op` (its user_data is &op).
-  io_uring_sqe* get_sqe(io_completion& op) {
-    io_uring_sqe* sqe = get_sqe();
-    io_uring_sqe_set_data(sqe, &op);
-    return sqe;
-  }
-  // Asks the kernel to cancel op's SQE and blocks until op's final completion has been
+  // Starts req on behalf of op (see loop_access.hpp): never fails, never completes inline.
+  void submit(io_completion& op, io_request& req) { driver_->submit(op, req); }
+  // Asks the backend to cancel op's operation and blocks until op's final completion has been
   // dispatched to op (other completions are set aside for the next reap). For destructors of
   // awaiters whose coroutine frame is going away with the buffers the kernel may touch.
   void cancel_and_wait(io_completion& op, bool& in_flight) {
@@ -108,8 +103,8 @@ class event_loop {
   void cancel_all_and_wait(io_completion& op, const unsigned& in_flight) {
     cancel_and_wait(op, [](const void* n) noexcept { return *static_cast<const unsigned*>(n) != 0; }, &in_flight, true);
   }
-  // Asks the kernel to cancel op's SQE; op's completion arrives later as usual.
-  void cancel_async(io_completion& op, bool all = false);
+  // Asks the backend to cancel op's operation; op's completion arrives later as usual.
+  void cancel_async(io_completion& op, bool all = false) { driver_->cancel(op, all); }
 
   // For timer callbacks: queues c into this iteration's expired batch, which the loop resumes
   // in full right after advancing the timers (so advance() itself does only timer work).
@@ -148,11 +143,6 @@ class event_loop {
   void destroy_spawned() noexcept;
 
  private:
-  struct cqe_copy {
-    std::uint64_t user_data;
-    int res;
-    unsigned flags;
-  };
   struct wake_op : io_completion {
     event_loop* loop = nullptr;
     std::uint64_t value = 0;
@@ -160,14 +150,15 @@ class event_loop {
   };
 
   void run_ready();
-  // True when this iteration may leave the kernel alone (work is ready, nothing to submit or
-  // reap, and the last poll is recent enough).
+  // True when this iteration may leave the kernel alone (work is ready or completions are set
+  // aside, the kernel holds nothing for us, and the last poll is recent enough).
   bool skip_kernel() noexcept;
   void wait_and_reap();
-  // Moves every CQE the ring holds into `out` (flushing kernel-side overflow), consuming them.
-  void drain_cq(std::vector<cqe_copy>& out);
+  // Dispatches the set-aside completions (and those the driver adds meanwhile go to the next).
+  // Returns whether there were any.
+  bool dispatch_set_aside_batch() noexcept;
   void cancel_and_wait(io_completion& op, bool (*in_flight)(const void*) noexcept, const void* state, bool all);
-  void dispatch(const cqe_copy& c) noexcept;
+  void dispatch(const completion& c) noexcept;
   // Dispatches the completions for user_data `id` that were taken from the ring but not yet
   // dispatched (this iteration's reaped batch, or set aside).
   void dispatch_set_aside(std::uint64_t id) noexcept;
@@ -181,12 +172,12 @@ class event_loop {
   const std::atomic<event_loop*>* peers_ = nullptr;
   unsigned peer_count_ = 0;
   unsigned ready_budget_;
-  io_uring ring_{};
   time_driver time_;  // the clock, the timer queue, the expired batch, the wait bound
   ready_queue ready_;
-  std::vector<cqe_copy> deferred_;  // completions set aside, dispatched first at the next reap
-  std::vector<cqe_copy> reaped_;
+  std::vector<completion> deferred_;  // completions set aside, dispatched first at the next reap
+  std::vector<completion> reaped_;
   loop_stats stats_;
+  std::unique_ptr<io_driver> driver_;  // after what it refers to (stats_, deferred_)
   bool stop_requested_ = false;
   bool shut_down_ = false;
   bool nudged_ = false;
@@ -202,6 +193,7 @@ class event_loop {
 
   int wake_fd_ = -1;
   wake_op wake_;
+  io_request wake_read_;
   // Messages from other threads: a lock-free stack (pushed by any thread, taken whole by this
   // one and delivered in arrival order).
   // On its own cache line: senders write it, the loop reads it every iteration; the flags

@@ -42,7 +42,7 @@ void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept { loop.timers
 void post_expired(event_loop& loop, ready_node& node, continuation c) noexcept { loop.post_expired(node, c); }
 void post(event_loop& loop, ready_node& node, continuation c) noexcept { loop.post(node, c); }
 
-io_uring_sqe* get_sqe(event_loop& loop, io_completion& op) { return loop.get_sqe(op); }
+void submit(event_loop& loop, io_completion& op, io_request& req) { loop.submit(op, req); }
 void cancel_async(event_loop& loop, io_completion& op) { loop.cancel_async(op); }
 void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight) { loop.cancel_and_wait(op, in_flight); }
 
@@ -54,6 +54,7 @@ event_loop* peer_loop(unsigned core) noexcept { return current_loop().peer(core)
 clock::time_point now() noexcept { return detail::current_time(); }
 
 loop_counters loop_stats() { return detail::current_loop().stats(); }
+backend_kind current_backend() { return detail::current_loop().backend(); }
 std::size_t pending_timers() { return detail::current_loop().timers().size(); }
 
 }  // namespace cogwheel

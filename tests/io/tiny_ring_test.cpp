@@ -4,7 +4,9 @@
 // dispatched (the frame is destroyed by a completion earlier in the same batch). Every
 // operation's completion is dispatched exactly once (loop_stats().completions counts one per
 // SQE, cancels excluded), no destroyed frame is resumed, no descriptor or byte goes astray, and
-// the sanitizer builds see no access to a freed frame.
+// the sanitizer builds see no access to a freed frame. On epoll (COGWHEEL_BACKEND=epoll) there
+// is no ring to fill: the same frames and operations run, and only the ring's counters are
+// not checked.
 #include <cogwheel/cogwheel.hpp>  // first: the umbrella header compiles on its own
 
 #include <sys/socket.h>
@@ -15,11 +17,14 @@
 #include <vector>
 
 #include "support.hpp"
+#include "../support/backend.hpp"
 
 namespace cogwheel {
 namespace {
 
 using namespace io_test;
+
+bool on_a_ring() { return !::test_support::testing_epoll(); }
 
 runtime_options tiny_ring() {
   runtime_options o;
@@ -101,8 +106,12 @@ TEST(tiny_ring, frames_destroyed_with_connects_cancelled_in_the_same_batch_close
     g.release_survivor();
     const auto after = loop_stats();
     EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n)) << "one completion per connect";
-    EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
-    EXPECT_GT(after.cq_overflows, before.cq_overflows);
+    if (on_a_ring()) {
+      if (on_a_ring()) {
+      EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
+    }
+      EXPECT_GT(after.cq_overflows, before.cq_overflows);
+    }
     EXPECT_EQ(open_descriptors(), fds_before) << "a destroyed connect left its socket open";
   }(), tiny_ring());
 }
@@ -126,7 +135,9 @@ TEST(tiny_ring, frames_destroyed_with_connects_in_flight_wait_for_their_cancella
     EXPECT_EQ(g.destroyed, n);
     const auto after = loop_stats();
     EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n));
-    EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
+    if (on_a_ring()) {
+      EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
+    }
     EXPECT_EQ(open_descriptors(), fds_before);
     co_await sleep_for(10ms);
     EXPECT_EQ(g.resumed, 0);
@@ -161,7 +172,9 @@ TEST(tiny_ring, frames_destroyed_with_shutdowns_pending_leave_each_stream_shut_d
     g.release_survivor();
     const auto after = loop_stats();
     EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n)) << "one completion per shutdown";
-    EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
+    if (on_a_ring()) {
+      EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
+    }
 
     // A destroyed frame's shutdown either took effect (its completion was reaped, or the
     // kernel ran it before the cancel) or was cancelled before it ran: the server end reads
@@ -213,7 +226,9 @@ TEST(tiny_ring, frames_destroyed_while_their_reads_are_reaped_or_in_flight_steal
     g.release_survivor();
     const auto after = loop_stats();
     EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n)) << "one completion per read";
-    EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
+    if (on_a_ring()) {
+      EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
+    }
 
     // What is written next reaches the next read whole: no destroyed read is still armed.
     for (stream_pair& p : *pairs) {

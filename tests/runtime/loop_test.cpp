@@ -37,6 +37,7 @@
 #include <cogwheel/runtime/timeout.hpp>
 
 #include "test_support.hpp"
+#include "../support/backend.hpp"
 
 // Fault injection: the loop's io_uring_submit, which refuses with -EBUSY (submitting nothing) as
 // many times as asked before passing on to liburing's. Kernels before 5.19 refused submissions
@@ -64,7 +65,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The smallest kernel operation: one IORING_OP_NOP, following the operation protocol of
+// The smallest kernel operation: one NOP (IORING_OP_NOP; on epoll it completes at once), following the operation protocol of
 // <cogwheel/runtime/operation.hpp> (as sleep_operation does) and completing from the loop's CQE
 // dispatch (as every socket operation does).
 class nop_operation : public operation<nop_operation>, private detail::io_completion {
@@ -87,9 +88,9 @@ class nop_operation : public operation<nop_operation>, private detail::io_comple
   std::coroutine_handle<> start(detail::continuation c) {
     loop_ = &detail::current_loop();
     continuation_ = c;
-    io_uring_sqe* sqe = loop_->get_sqe(*this);
-    io_uring_prep_nop(sqe);
+    request_.opcode = detail::io_opcode::nop;
     in_flight_ = true;
+    loop_->submit(*this, request_);
     return std::noop_coroutine();
   }
   void cancel() noexcept {}  // completes at once anyway
@@ -105,6 +106,7 @@ class nop_operation : public operation<nop_operation>, private detail::io_comple
   }
 
   detail::event_loop* loop_ = nullptr;
+  detail::io_request request_;
   detail::continuation continuation_;
   int res_ = -1;
   int* completions_ = nullptr;
@@ -296,6 +298,7 @@ TEST(interval, non_positive_period_is_rejected) {
 // 10,000 NOPs in flight at once through a ring of 4 SQ and 8 CQ entries: get_sqe submits to make
 // room, the kernel keeps the CQEs the CQ has no room for, and every one is dispatched.
 TEST(loop, tiny_ring_completes_every_operation) {
+  SKIP_UNLESS_IO_URING();
   const std::size_t n = test::scaled(10'000, 1'000);
   runtime_options o;
   o.sq_entries = 4;
@@ -396,10 +399,12 @@ void frame_destroyed_after_a_refused_submission(bool during_cancel) {
 }
 
 TEST(loop, a_frame_destroyed_after_its_completion_was_set_aside_by_a_refused_submission_gets_it_once) {
+  SKIP_UNLESS_IO_URING();
   frame_destroyed_after_a_refused_submission(false);
 }
 
 TEST(loop, a_frame_destroyed_when_the_kernel_refuses_the_cancel_submission_finds_its_completion_set_aside) {
+  SKIP_UNLESS_IO_URING();
   frame_destroyed_after_a_refused_submission(true);
 }
 
@@ -409,6 +414,7 @@ TEST(loop, a_frame_destroyed_when_the_kernel_refuses_the_cancel_submission_finds
 // the same batch, not yet dispatched. The second's NOP gets it once, inside its destructor;
 // the loop skips it afterwards; every completion is counted exactly once.
 TEST(loop, a_frame_destroyed_by_a_completion_of_the_same_batch_gets_its_own_completion_once) {
+  SKIP_UNLESS_IO_URING();
   fault::refused = 0;
   run([]() -> task<> {
     co_await settle();
@@ -456,7 +462,8 @@ TEST(loop, io_operation_under_a_timeout_completes) {
 }
 
 // In a child process: makes io_uring_setup fail with `err` through a seccomp filter, then
-// creates a loop both ways. Exit status: 0 when both threw std::system_error with `err` and a
+// creates a loop both ways, asking for io_uring (automatic would run on epoll instead, see
+// backend_fallback_test). Exit status: 0 when both threw std::system_error with `err` and a
 // message containing every one of `words`, 1 otherwise, 77 when seccomp is unavailable.
 int child_with_io_uring_setup_failing(int err, const std::vector<std::string>& words) {
   sock_filter filter[] = {
@@ -482,9 +489,12 @@ int child_with_io_uring_setup_failing(int err, const std::vector<std::string>& w
       return ok;
     }
   };
-  const bool single = check("run()", [] { run([]() -> task<> { co_return; }()); });
+  ::unsetenv("COGWHEEL_BACKEND");  // io_uring asked for: no fallback to epoll
+  const bool single = check("run()", [] {
+    run([]() -> task<> { co_return; }(), runtime_options{.backend = backend_kind::io_uring});
+  });
   const bool multi = check("runtime::run()", [] {
-    runtime rt(runtime_options{.cores = 2});
+    runtime rt(runtime_options{.cores = 2, .backend = backend_kind::io_uring});
     rt.run([](unsigned) -> task<> { co_return; });
   });
   return single && multi ? 0 : 1;

@@ -33,7 +33,7 @@ class connect_operation : public kernel_operation<connect_operation, cogwheel::r
   ~connect_operation();
 
   std::coroutine_handle<> start(continuation c);
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   cogwheel::result<tcp_stream> make_result(int res);
 
  private:
@@ -55,7 +55,7 @@ class recv_operation : public kernel_operation<recv_operation, cogwheel::result<
     }
     return kernel_operation::start(c);
   }
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   cogwheel::result<std::size_t> make_result(int res) noexcept {
     if (empty_) return errc::invalid_argument;
     if (res < 0) return errno_code(res);
@@ -73,7 +73,7 @@ class send_operation : public kernel_operation<send_operation, cogwheel::result<
  public:
   send_operation(fd_operations& owner, int fd, std::span<const std::byte> buf) noexcept
       : kernel_operation(&owner), fd_(fd), buf_(buf) {}
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   cogwheel::result<std::size_t> make_result(int res) noexcept {
     if (res < 0) return errno_code(res);
     return static_cast<std::size_t>(res);
@@ -95,7 +95,7 @@ class send_all_operation : public kernel_operation<send_all_operation, cogwheel:
       : kernel_operation(&owner), fd_(fd), buf_(buf), progress_(progress) {
     if (progress_ != nullptr) *progress_ = 0;
   }
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   bool on_result(int res) noexcept {
     if (res > 0) written_ += static_cast<std::size_t>(res);
     if (progress_ != nullptr) *progress_ = written_;
@@ -121,7 +121,7 @@ class shutdown_operation : public kernel_operation<shutdown_operation, cogwheel:
  public:
   shutdown_operation(fd_operations& owner, int fd, int how) noexcept
       : kernel_operation(&owner), fd_(fd), how_(how) {}
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   cogwheel::result<void> make_result(int res) noexcept {
     if (res < 0) return errno_code(res);
     return {};

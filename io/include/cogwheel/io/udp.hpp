@@ -30,8 +30,6 @@
 #include <cogwheel/io/detail/kernel_operation.hpp>
 #include <cogwheel/runtime/result.hpp>
 
-struct io_uring_sqe;
-
 namespace cogwheel {
 
 namespace detail {
@@ -47,8 +45,8 @@ class datagram_header {
       : fd_(fd), data_(const_cast<std::byte*>(data.data())), size_(data.size()) {}
   datagram_header(int fd, std::span<const std::byte> data, const socket_address& to) noexcept;
 
-  void prepare_send(io_uring_sqe* sqe) noexcept;
-  void prepare_receive(io_uring_sqe* sqe) noexcept;
+  void prepare_send(io_request& req) noexcept;
+  void prepare_receive(io_request& req) noexcept;
   // The received datagram's size; errc::message_size when it did not fit.
   cogwheel::result<std::size_t> received(int res) const noexcept;
   cogwheel::result<socket_address> sender() const noexcept;
@@ -70,7 +68,7 @@ class udp_send_operation : public datagram_header,
       : datagram_header(fd, data), kernel_operation(&owner) {}
   udp_send_operation(fd_operations& owner, int fd, std::span<const std::byte> data, const socket_address& to) noexcept
       : datagram_header(fd, data, to), kernel_operation(&owner) {}
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   cogwheel::result<std::size_t> make_result(int res) noexcept;
 };
 
@@ -79,7 +77,7 @@ class udp_receive_operation : public datagram_header,
  public:
   udp_receive_operation(fd_operations& owner, int fd, std::span<std::byte> buf) noexcept
       : datagram_header(fd, buf), kernel_operation(&owner) {}
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   cogwheel::result<std::size_t> make_result(int res) noexcept;
 };
 
@@ -89,7 +87,7 @@ class udp_receive_from_operation
  public:
   udp_receive_from_operation(fd_operations& owner, int fd, std::span<std::byte> buf) noexcept
       : datagram_header(fd, buf), kernel_operation(&owner) {}
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   cogwheel::result<std::pair<std::size_t, socket_address>> make_result(int res) noexcept;
 };
 
@@ -97,7 +95,7 @@ class udp_connect_operation : public kernel_operation<udp_connect_operation, cog
  public:
   udp_connect_operation(fd_operations& owner, int fd, const socket_address& to) noexcept
       : kernel_operation(&owner), fd_(fd), to_(to) {}
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   cogwheel::result<void> make_result(int res) noexcept;
 
  private:

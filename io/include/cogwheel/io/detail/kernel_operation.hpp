@@ -1,18 +1,20 @@
-// kernel_operation<Derived, R>: one SQE in flight on the current core's ring, as a cancellable
-// operation (see <cogwheel/runtime/operation.hpp>). Derived supplies
-//   void prepare(io_uring_sqe*)        fill in the SQE (user_data is set already); defined in
-//                                      a source file, so that no public header needs liburing
-//   bool on_result(int res)            optional: false to keep going after re-preparing an SQE
-//                                      with resubmit() (e.g. write_all after a partial write)
+// kernel_operation<Derived, R>: one I/O request in flight on the current core's backend
+// (io_uring or epoll, see io_request.hpp), as a cancellable operation (see
+// <cogwheel/runtime/operation.hpp>). Derived supplies
+//   void prepare(io_request&)          describe the syscall (opcode, descriptor, buffer...);
+//                                      defined in a source file (it needs <sys/socket.h>)
+//   bool on_result(int res)            optional: false to keep going after re-preparing the
+//                                      request with resubmit() (e.g. write_all after a partial
+//                                      write)
 //   bool on_completion(int res, unsigned flags)
-//                                      optional, instead of on_result: also sees the CQE's
-//                                      flags (a provided buffer's id). Defined in a source file
-//                                      when it needs liburing's constants
+//                                      optional, instead of on_result: also sees the
+//                                      completion's flags (a pooled buffer's id)
 //   R make_result(int res)             the outcome for the awaiting coroutine
 //
 // The operation object lives in the awaiting coroutine's frame, and so may the buffer it
-// names. Hence the destructor: while the kernel may still touch either, it cancels the SQE
-// and waits for its completion (event_loop::cancel_and_wait) before the frame's memory goes.
+// names, and the request. Hence the destructor: while the kernel may still touch any of them,
+// it cancels the operation and waits for its completion (cancel_and_wait) before the frame's
+// memory goes.
 //
 // An operation on a descriptor its owner may close (a stream's read, write, write_all,
 // shutdown) is constructed with the owner's fd_operations: from start to its final
@@ -78,7 +80,7 @@ class kernel_operation : public operation<Derived>, private io_completion, priva
     }
     fd_operation_link::unlink();
   }
-  // For on_result() returning false: queue the next SQE of the same operation.
+  // For on_result() returning false: start the next request of the same operation.
   void resubmit() { submit(); }
   bool on_result(int) noexcept { return true; }
   bool on_completion(int res, unsigned /*flags*/) noexcept { return derived().on_result(res); }
@@ -87,9 +89,9 @@ class kernel_operation : public operation<Derived>, private io_completion, priva
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
 
   void submit() {
-    io_uring_sqe* sqe = detail::get_sqe(*loop_, *this);
-    derived().prepare(sqe);
+    derived().prepare(request_);
     in_flight_ = true;
+    detail::submit(*loop_, *this, request_);
   }
 
   static void complete_thunk(io_completion& c, int res, unsigned flags) noexcept {
@@ -111,6 +113,7 @@ class kernel_operation : public operation<Derived>, private io_completion, priva
 
   fd_operations* owner_;
   event_loop* loop_ = nullptr;
+  io_request request_;  // the backend's until the final completion
   continuation continuation_;
   int res_ = 0;
   bool in_flight_ = false;

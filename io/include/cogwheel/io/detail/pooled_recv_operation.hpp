@@ -31,7 +31,7 @@ class pooled_recv_operation : public kernel_operation<pooled_recv_operation, cog
   ~pooled_recv_operation();
 
   std::coroutine_handle<> start(continuation c);
-  void prepare(io_uring_sqe* sqe) noexcept;
+  void prepare(io_request& req) noexcept;
   bool on_completion(int res, unsigned flags) noexcept;
   cogwheel::result<pooled_buffer> make_result(int res) noexcept;
 

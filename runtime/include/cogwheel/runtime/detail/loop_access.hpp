@@ -1,6 +1,6 @@
 // The narrow interface through which cogwheel's public headers (awaiters, deadlines, socket
 // operations) reach the current core's loop without seeing it: event_loop is an opaque type
-// here. Its definition, the ring driver and the time driver, with <liburing.h>, stay in
+// here. Its definition, the I/O backends (io_uring, epoll) and the time driver stay in
 // runtime/src; each function below is one out-of-line call into them.
 //
 // Threading: every function acts on the loop of the calling thread (or the loop passed in,
@@ -11,10 +11,9 @@
 #include <cstdint>
 
 #include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/io_request.hpp>
 #include <cogwheel/runtime/detail/ready_queue.hpp>
 #include <cogwheel/timer/node.hpp>
-
-struct io_uring_sqe;
 
 namespace cogwheel {
 
@@ -46,20 +45,25 @@ void post_expired(event_loop& loop, ready_node& node, continuation c) noexcept;
 // c runs in a coming iteration; `node` lives in the waiter (no allocation).
 void post(event_loop& loop, ready_node& node, continuation c) noexcept;
 
-// --- ring (the loop's I/O driver) ---
-// Base of everything that owns an in-flight SQE: its address is the SQE's user_data, and the
-// loop calls on_cqe for each of its completions. Owners outlive their final completion (their
-// destructors cancel and wait for it, see cancel_and_wait).
+// --- I/O (the loop's backend: io_uring or epoll) ---
+// Base of everything that owns an operation in flight: the loop calls on_cqe for each of its
+// completions. Owners outlive their final completion (their destructors cancel and wait for
+// it, see cancel_and_wait).
 struct io_completion {
   void (*on_cqe)(io_completion&, int res, unsigned flags) noexcept = nullptr;
+  io_request* request = nullptr;  // the one in flight (set by submit)
 };
-// A free SQE whose user_data is &op; never null (a full SQ is submitted to make room).
-io_uring_sqe* get_sqe(event_loop& loop, io_completion& op);
-// Asks the kernel to cancel op's SQE; op's completion arrives later as usual.
+// Starts `req` on behalf of op. Its completion reaches op.on_cqe in a coming iteration, never
+// from inside submit. Never fails: a full submission queue is flushed to make room.
+void submit(event_loop& loop, io_completion& op, io_request& req);
+// Asks the backend to cancel op's operation; op's completion arrives later as usual.
 void cancel_async(event_loop& loop, io_completion& op);
-// Asks the kernel to cancel op's SQE and blocks until op's final completion has been
-// dispatched to op (`in_flight` false). For destructors of awaiters whose frame is going away.
+// Cancels op's operation and blocks until op's final completion has been dispatched to op
+// (`in_flight` false). For destructors of awaiters whose frame is going away.
 void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight);
+// Closes a socket's descriptor (any thread), after telling the backends that remember
+// descriptors by number (epoll's registrations) to forget this one, in every loop.
+void close_descriptor(int fd) noexcept;
 
 // --- other cores (thread-safe) ---
 // A message to another core's loop, intrusive: it lives in whoever sends it (nothing is

@@ -1,0 +1,62 @@
+// io_request: one I/O operation, described independently of the backend that carries it out
+// (io_uring: one SQE prepared from it; epoll: the non-blocking syscall, tried at once and again
+// whenever the descriptor becomes ready). Whoever starts an operation owns its request, and
+// keeps it alive and unchanged until the operation's final completion: the epoll backend
+// links it into the descriptor's waiters meanwhile.
+//
+// Outcomes are the same on every backend: `res` is what the syscall returned, or -errno;
+// -ECANCELED when a cancellation won. Completion flags use the values below.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cogwheel::detail {
+
+struct io_completion;
+
+enum class io_opcode : std::uint8_t {
+  nop,          // completes with 0 (tests)
+  read,         // read(2) into addr/len (an eventfd)
+  recv,         // recv(2) into addr/len with `flags`
+  recv_pooled,  // recv(2) into a buffer of group `buffer_group`, picked when data is there
+  send,         // send(2) of addr/len with `flags`
+  recvmsg,      // recvmsg(2) with the msghdr at addr
+  sendmsg,      // sendmsg(2) with the msghdr at addr
+  connect,      // connect(2) to the sockaddr at addr, `len` bytes long
+  accept,       // accept4(2) with `flags` (SOCK_*); res is the new descriptor
+  shutdown,     // shutdown(2), `flags` is SHUT_*
+};
+
+// Set in a recv_pooled completion that holds a buffer; the buffer's id is flags >> 16.
+inline constexpr unsigned io_flag_buffer = 1u;
+inline constexpr unsigned io_buffer_id_shift = 16;
+
+struct io_request {
+  io_opcode opcode = io_opcode::nop;
+  bool poll_first = false;          // recv_pooled: the pool looked empty, wait for data first
+  std::uint16_t buffer_group = 0;   // recv_pooled
+  int fd = -1;
+  int flags = 0;
+  std::uint32_t len = 0;
+  void* addr = nullptr;
+
+  // Describes the next syscall (the backend fields are left alone).
+  void set(io_opcode op, int descriptor, const void* address = nullptr, std::size_t length = 0,
+           int op_flags = 0) noexcept {
+    opcode = op;
+    fd = descriptor;
+    addr = const_cast<void*>(address);
+    len = static_cast<std::uint32_t>(length);
+    flags = op_flags;
+  }
+
+  // The backend's, between submission and final completion.
+  io_completion* owner = nullptr;
+  io_request* prev = nullptr;
+  io_request* next = nullptr;
+  unsigned submissions = 0;  // started and not yet completed (an accept batch shares a request)
+  std::uint32_t wanted = 0;  // epoll: the readiness (EPOLLIN/EPOLLOUT) it waits for, 0 if none
+};
+
+}  // namespace cogwheel::detail

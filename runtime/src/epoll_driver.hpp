@@ -1,0 +1,79 @@
+// epoll_driver: the readiness backend, for machines where io_uring is blocked. An operation
+// is its non-blocking syscall: tried at once when submitted, and if the descriptor is not
+// ready (EAGAIN), linked into that descriptor's waiters and tried again at each readiness
+// event, in submission order. Descriptors are registered once, edge-triggered, for input and
+// output; an edge can never be missed because every operation tries its syscall before it
+// waits. Results are queued as completions and dispatched by the loop like CQEs, so the loop,
+// the operations and their cancellation work unchanged:
+//   - cancelling a waiting operation completes it with -ECANCELED having consumed nothing (a
+//     timed-out read read no byte); one whose syscall already ran keeps its result;
+//   - nothing ever runs in the kernel on a caller's buffer after its completion, so cancel and
+//     wait never blocks.
+// No provided buffers in the kernel: recv_pooled picks a buffer of the group here, when the
+// socket has data.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "io_driver.hpp"
+
+namespace cogwheel::detail {
+
+class epoll_driver final : public io_driver {
+ public:
+  // Returns nullptr and sets `error` (an errno) when epoll cannot be set up.
+  static std::unique_ptr<epoll_driver> try_create(loop_stats& stats, std::vector<completion>& set_aside, int& error);
+  ~epoll_driver() override;
+
+  backend_kind kind() const noexcept override { return backend_kind::epoll; }
+  void submit(io_completion& op, io_request& req) override;
+  void cancel(io_completion& op, bool all) override;
+  bool kernel_work_pending() noexcept override { return false; }  // syscalls ran already
+  void wait(std::int64_t timeout_ns, std::vector<completion>& out) override;
+
+  int add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size) override;
+  void give_buffer(std::uint16_t group, std::uint16_t id) noexcept override;
+  void remove_buffer_group(std::uint16_t group) noexcept override;
+
+ private:
+  // One descriptor: its waiting requests (oldest first) and what was done to it, valid while
+  // `closes` equals the descriptor's close count (a number closed and reused is new).
+  struct descriptor {
+    io_request* head = nullptr;
+    io_request* tail = nullptr;
+    std::uint32_t closes = 0;
+    bool registered = false;   // in the epoll set
+    bool nonblocking = false;  // O_NONBLOCK set (accept and connect block otherwise)
+  };
+  struct buffer_group {
+    std::uint16_t group = 0;
+    std::byte* memory = nullptr;
+    std::uint32_t size = 0;
+    std::vector<std::uint16_t> free;
+  };
+
+  epoll_driver(loop_stats& stats, std::vector<completion>& set_aside) : stats_(stats), set_aside_(set_aside) {}
+  descriptor& entry(int fd);
+  // The syscall of req once; -EAGAIN when the descriptor is not ready for it.
+  int perform(io_request& req, unsigned& flags);
+  int receive_pooled(io_request& req, unsigned& flags);
+  // Makes sure fd is in the epoll set (and non-blocking when `nonblocking`); -errno if not.
+  int prepare_descriptor(int fd, bool nonblocking);
+  void link(io_request& req, std::uint32_t wanted);
+  void unlink(io_request& req) noexcept;
+  // One submission of req ends with res: queued for dispatch; unlinked when it was the last.
+  void complete(io_request& req, int res, unsigned flags);
+  void on_ready(int fd, std::uint32_t events);
+  buffer_group* find_group(std::uint16_t group) noexcept;
+
+  int epfd_ = -1;
+  bool have_pwait2_ = true;
+  loop_stats& stats_;
+  std::vector<completion>& set_aside_;
+  std::vector<completion>* sink_ = &set_aside_;  // where complete() queues: wait()'s `out` during it
+  std::vector<descriptor> descriptors_;          // by descriptor number
+  std::vector<buffer_group> groups_;
+};
+
+}  // namespace cogwheel::detail
