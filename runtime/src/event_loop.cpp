@@ -124,6 +124,9 @@ bool event_loop::skip_kernel() noexcept {
   if ((ready_.empty() && deferred_.empty()) || stop_requested_) return false;
   if (driver_->kernel_work_pending()) return false;
   if (++rounds_since_kernel_ >= kernel_poll_rounds) return false;
+  // After a wait that may have blocked, the kernel was last asked when it returned: this
+  // iteration's clock reading is the first one after that.
+  if (last_kernel_ == after_the_wait) last_kernel_ = time_.now();
   return time_.now() - last_kernel_ < kernel_poll_interval;
 }
 
@@ -149,7 +152,7 @@ void event_loop::wait_and_reap() {
     if (inbox_.load(std::memory_order_seq_cst) != nullptr) ns = 0;
   }
   rounds_since_kernel_ = 0;
-  last_kernel_ = time_.now();
+  last_kernel_ = ns == 0 ? time_.now() : after_the_wait;
   if (ns != 0) ++stats_.waits;
   driver_->wait(ns, deferred_);  // after anything set aside earlier, in arrival order
   sleeping_.store(false, std::memory_order_relaxed);

@@ -187,7 +187,8 @@ class event_loop {
   static constexpr clock::duration kernel_poll_interval = std::chrono::microseconds(50);
   unsigned rounds_since_kernel_ = 0;
   bool kernel_skipped_ = false;  // by the last iteration: it did not block, time barely moved
-  clock::time_point last_kernel_{};
+  clock::time_point last_kernel_{};  // or after_the_wait: when the next tick reads the clock
+  static constexpr clock::time_point after_the_wait = clock::time_point::max();
   spawned_link spawned_;
   intrusive_list<shutdown_hook> hooks_;
 
