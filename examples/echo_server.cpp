@@ -14,7 +14,8 @@
 //             buffer; without it each connection keeps a 4 KiB buffer in its frame
 // Stop with Ctrl-C (SIGINT) or SIGTERM; it prints what it served. Try it with
 //   load_client --to=127.0.0.1:7000 --connections=100 --duration-ms=3000
-// Needs: Linux with io_uring (5.19+); one descriptor per connection.
+// Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll);
+// one descriptor per connection.
 #include <array>
 #include <atomic>
 #include <cstdio>

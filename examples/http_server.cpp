@@ -18,7 +18,8 @@
 //   --stats: on SIGINT/SIGTERM print requests served, connections closed by each timeout, refused
 //            requests by status, kick lateness p50/p99/max and the process's CPU time.
 // Try: curl -v http://127.0.0.1:8080/ ; wrk -t1 -c50 -d5s http://127.0.0.1:8080/
-// Needs: Linux with io_uring (5.19+), libhttp-parser-dev; one descriptor per connection.
+// Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll);
+// libhttp-parser-dev; one descriptor per connection.
 #include <malloc.h>
 
 #include <algorithm>

@@ -13,7 +13,8 @@
 //   --pooled: the server reads with tcp_stream::read_pooled() (io_uring provided buffers, Linux
 //             5.19+): a connection waiting for its next heartbeat holds no buffer at all; a
 //             buffer of the core's shared pool carries each message and goes back at once
-// Needs: Linux with io_uring (5.19+), two descriptors per connection (client and server are
+// Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll);
+// two descriptors per connection (client and server are
 // both in this process): the soft RLIMIT_NOFILE is raised to the hard limit, and asking for
 // more connections than it allows is refused with the number that fits.
 #include <array>

@@ -12,7 +12,8 @@
 //   time per run here and stalled this client's loop inside io_uring_enter; with K destination
 //   addresses every local port can be used K times.
 // Prints one line "round_trips=... seconds=... rt_per_s=... p50_us=... p99_us=... cpu_s=...".
-// Needs: Linux with io_uring (5.19+); one descriptor per connection.
+// Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll);
+// one descriptor per connection.
 #include <atomic>
 #include <cstdio>
 #include <mutex>

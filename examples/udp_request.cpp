@@ -17,7 +17,7 @@
 // answered requests and how late the timeouts resumed their coroutine after the deadline
 // (p50/p99/max; the wheel fires within a tick, --tick-us, after it: a deadline taken just after
 // a tick boundary, as when a retry follows a timeout, rounds up to nearly a whole tick).
-// Needs: Linux with io_uring (5.19+).
+// Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll).
 #include <array>
 #include <cstdint>
 #include <cstdio>

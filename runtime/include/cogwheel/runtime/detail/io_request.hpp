@@ -17,7 +17,7 @@ struct io_completion;
 
 enum class io_opcode : std::uint8_t {
   nop,          // completes with 0 (tests)
-  read,         // read(2) into addr/len (an eventfd)
+  read,         // read(2) into addr/len; the descriptor must be non-blocking (an eventfd)
   recv,         // recv(2) into addr/len with `flags`
   recv_pooled,  // recv(2) into a buffer of group `buffer_group`, picked when data is there
   send,         // send(2) of addr/len with `flags`
