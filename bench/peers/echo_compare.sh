@@ -30,7 +30,8 @@
 # apt-get install librust-tokio-dev librust-tokio+{rt,net,time,io-util,macros,signal}-dev
 # librust-libc-dev) when it has tokio, offline and --locked to the committed Cargo.lock;
 # otherwise from crates.io, resolved afresh in a copy under BUILD_DIR (the committed lock's
-# checksums are Debian's). Without cargo, or when the build fails, its row says "skipped (why)".
+# checksums are Debian's). Run as root on Debian, the script installs Debian's cargo and those
+# crates when missing. Without cargo, or when the build fails, its row says "skipped (why)".
 #
 # Each cogwheel row checks which backend the server really runs on (an io_uring descriptor in
 # /proc/PID/fd or not) and prints "wrong backend" instead of numbers when it is not the one asked
@@ -89,7 +90,22 @@ trap cleanup EXIT
 # tokio_echo: built here (cargo is quick when nothing changed); $tokio_skip says why not.
 tokio_echo=""
 tokio_skip=""
+# On a fresh Debian machine, as root: Debian's cargo and tokio crates (offline builds need no
+# network beyond the package mirror). Anything that fails here only leaves the row skipped.
+install_tokio_packages() {
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 0
+  local -a want=()
+  command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || want+=(cargo)
+  compgen -G "/usr/share/cargo/registry/tokio-1.*" >/dev/null ||
+    want+=(librust-tokio-dev librust-tokio+rt-dev librust-tokio+net-dev librust-tokio+time-dev
+           librust-tokio+io-util-dev librust-tokio+macros-dev librust-tokio+signal-dev librust-libc-dev)
+  [ ${#want[@]} -eq 0 ] && return 0
+  echo "echo_compare: installing ${want[*]}" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}"; } >/dev/null 2>&1 ||
+    echo "echo_compare: could not install ${want[*]}" >&2
+}
 build_tokio() {
+  install_tokio_packages
   local cargo=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
   local target
   target=$(mkdir -p "$build/tokio_echo" && cd "$build/tokio_echo" && pwd)
