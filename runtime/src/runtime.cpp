@@ -140,35 +140,43 @@ void runtime::state::run(core_main_ref per_core_main) {
   }
 
   std::latch ready(cores_);     // every loop exists (or failed) before any main task starts
-  std::vector<std::thread> threads;
-  threads.reserve(cores_);
-  for (unsigned core = 0; core < cores_; ++core) {
-    threads.emplace_back([this, core, per_core_main, &ready, &owned] {
-      if (options_.pin_threads) pin_to_cpu(core);
-      detail::event_loop* loop = nullptr;
+  auto serve_core = [this, per_core_main, &ready, &owned](unsigned core) {
+    if (options_.pin_threads) pin_to_cpu(core);
+    detail::event_loop* loop = nullptr;
+    try {
+      owned[core] = std::make_unique<detail::event_loop>(options_, core);
+      loop = owned[core].get();
+      loop->set_peers(loops_, cores_);
+      loops_[core].store(loop);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    ready.arrive_and_wait();
+    if (loop && !stopping_.load()) {
       try {
-        owned[core] = std::make_unique<detail::event_loop>(options_, core);
-        loop = owned[core].get();
-        loop->set_peers(loops_, cores_);
-        loops_[core].store(loop);
+        core_main(core, per_core_main);
       } catch (...) {
         fail(std::current_exception());
       }
-      ready.arrive_and_wait();
-      if (loop && !stopping_.load()) {
-        try {
-          core_main(core, per_core_main);
-        } catch (...) {
-          fail(std::current_exception());
-        }
-      } else {
-        core_finished();
-      }
-      // Frames are destroyed on their own thread; the loops themselves only after every thread
-      // is done, so a late post_remote or stop() never meets a destroyed loop.
-      if (loop != nullptr) loop->shutdown();
-    });
-  }
+    } else {
+      core_finished();
+    }
+    // Frames are destroyed on their own thread; the loops themselves only after every thread
+    // is done, so a late post_remote or stop() never meets a destroyed loop.
+    if (loop != nullptr) loop->shutdown();
+  };
+  // Core 0 runs on the calling thread, which would otherwise only wait: a one-core runtime is
+  // then a single-threaded process, whose syscalls on descriptors skip the kernel's reference
+  // counting (fdget's fast path), as a current-thread runtime elsewhere does. The others are
+  // started first, so they inherit the caller's CPU set before core 0 pins the caller; the
+  // caller's own set is given back afterwards.
+  std::vector<std::thread> threads;
+  threads.reserve(cores_ - 1);
+  for (unsigned core = 1; core < cores_; ++core) threads.emplace_back(serve_core, core);
+  cpu_set_t caller_cpus;
+  const bool restore_cpus = options_.pin_threads && ::sched_getaffinity(0, sizeof caller_cpus, &caller_cpus) == 0;
+  serve_core(0);
+  if (restore_cpus) ::sched_setaffinity(0, sizeof caller_cpus, &caller_cpus);
   for (std::thread& t : threads) t.join();
   if (options_.stop_on_signals) {
     runtime* self = owner;

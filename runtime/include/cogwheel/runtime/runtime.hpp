@@ -1,6 +1,7 @@
-// runtime: one thread per core, each pinned and running its own loop (ring, timer queue, ready
-// queue). Nothing is shared on the hot path; cores talk through submit_to, which posts to the
-// other loop's inbox and wakes it through the eventfd its ring keeps a read armed on.
+// runtime: one thread per core, each pinned and running its own loop (I/O backend, timer
+// queue, ready queue); core 0's thread is the one that calls run(). Nothing is shared on the
+// hot path; cores talk through submit_to, which posts to the other loop's inbox and wakes it
+// through the eventfd its loop keeps a read armed on.
 #pragma once
 
 #include <coroutine>
@@ -19,7 +20,7 @@ namespace cogwheel {
 
 class runtime {
  public:
-  // Rings are created by run(), on the threads that use them.
+  // Loops (and their rings) are created by run(), on the threads that use them.
   explicit runtime(runtime_options options = {});
   runtime(const runtime&) = delete;
   runtime& operator=(const runtime&) = delete;
@@ -29,7 +30,8 @@ class runtime {
   // main task and the tasks spawned on it have finished, or after stop(), or as soon as a main
   // task has ended with an exception. Pending timers and operations are then cancelled and
   // every coroutine frame destroyed. Rethrows the first exception of a main task, or the ring
-  // set-up error of any core.
+  // set-up error of any core. Core 0 runs on the calling thread (pinned meanwhile when
+  // pin_threads, its CPU set given back on return), which must not itself run a cogwheel loop.
   // per_core_main is any callable taking the core index and returning task<void> (a lambda, a
   // std::function); it is called once per core, on that core's thread, concurrently.
   template <class F>
