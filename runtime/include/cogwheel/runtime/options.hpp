@@ -11,8 +11,8 @@ using clock = std::chrono::steady_clock;
 using timer::timer_kind;
 
 // Which kernel interface a core's loop does its I/O through. The environment variable
-// COGWHEEL_BACKEND=io_uring|epoll overrides runtime_options::backend (so a program can be
-// moved to either without recompiling); any other value fails at start.
+// COGWHEEL_BACKEND=io_uring|epoll|automatic overrides runtime_options::backend (so a program
+// can be moved to either without recompiling); any other value fails at start.
 enum class backend_kind {
   automatic,  // io_uring; epoll when io_uring cannot be set up (seccomp, disabled, old kernel),
               // said once on stderr
