@@ -48,7 +48,7 @@ def main():
         held = max(r["held"] for r in idle)
         ax.set_ylabel("RSS bytes per connection")
         ax.set_title(f"idle keep-alive, {held:,} connections")
-    fig.suptitle(f"HTTP: cogwheel examples/http_server vs nginx 1.22, one server core ({data['date']})")
+    fig.suptitle(f"HTTP: cogwheel examples/http vs nginx 1.22, one server core ({data['date']})")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 

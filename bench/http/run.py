@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cogwheel's examples/http_server against nginx, side by side, with wrk and slowhttptest.
+"""cogwheel's examples/http against nginx, side by side, with wrk and slowhttptest.
 
 Servers on CPU 0 (taskset), clients on CPU 1. Runs are interleaved (the order of the two servers
 alternates from one repetition to the next); the tables give medians with min..max.
@@ -11,7 +11,7 @@ alternates from one repetition to the next); the tables give medians with min..m
               at the peak and after.
   idle:       RSS per idle keep-alive connection at ~19,000 connections (idle_clients.py).
 
-Usage: python3 bench/http/run.py --binary=build/bench-http/examples/http_server
+Usage: python3 bench/http/run.py --binary=build/bench-http/examples/http/http_server
            [--duration=10] [--reps=3] [--only=throughput,slowloris,slowbody,slowread,idle]
            [--out=docs/results/http.json]
 bench/http/run.sh builds the server and calls this.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cogwheel's examples/http_server against nginx (Debian's nginx-light), side by side, with wrk
+# cogwheel's examples/http against nginx (Debian's nginx-light), side by side, with wrk
 # and slowhttptest: throughput and CPU per request, slowloris, slow body, slow read, and memory
 # per idle keep-alive connection. Builds the server (CMake Release, build/bench-http), runs
 # bench/http/run.py, keeps the JSON in docs/results/http.json and draws docs/http.png.
@@ -14,6 +14,6 @@ for tool in nginx wrk slowhttptest taskset; do
 done
 cmake -S . -B build/bench-http -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOGWHEEL_BUILD_TESTS=OFF -DCOGWHEEL_BENCH=OFF >/dev/null
 cmake --build build/bench-http --target http_server
-python3 bench/http/run.py --binary=build/bench-http/examples/http_server --out=docs/results/http.json "$@"
+python3 bench/http/run.py --binary=build/bench-http/examples/http/http_server --out=docs/results/http.json "$@"
 # Debian's matplotlib is for Debian's python3 (another python3 may come first on PATH).
 /usr/bin/python3 bench/http/plot.py docs/results/http.json docs/http.png || echo "bench/http: no plot (python3-matplotlib missing?)"

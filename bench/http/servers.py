@@ -28,7 +28,7 @@ def free_port():
 
 
 def fixed_body(n):
-    """The body examples/http_server answers (fixed_body() in http_server_response.cpp)."""
+    """The body examples/http/http_server answers (fixed_body() in http_server_response.cpp)."""
     text = "Hello, World!\n"
     return (text * (n // len(text) + 1))[:n]
 

@@ -1,4 +1,4 @@
-// The HTTP/1.1 server of examples/http_server.cpp as a library its tests link: one connection's
+// The HTTP/1.1 server of examples/http/http_server.cpp as a library its tests link: one connection's
 // whole life is serve_connection(), so a test drives it over a loopback socket, on the paused
 // clock, and sees exactly when and how it answers and closes.
 //
