@@ -25,7 +25,7 @@ acceptor::~acceptor() {
 void acceptor::bind_loop() {
   loop_ = &current_loop();
   on_shutdown = &acceptor::on_loop_shutdown;
-  loop_->add_shutdown_hook(*this);
+  add_shutdown_hook(*loop_, *this);
 }
 
 // Lets go of the loop: the back-off timer, the accept SQE (waiting for its completion) and the
@@ -33,15 +33,15 @@ void acceptor::bind_loop() {
 void acceptor::release_loop() noexcept {
   if (loop_ == nullptr) return;
   const bool was_closing = std::exchange(closing_, true);
-  loop_->timers().cancel(*this);
-  if (armed_ != 0) loop_->cancel_all_and_wait(*this, armed_);
+  cancel_timer(*loop_, *this);
+  if (armed_ != 0) cancel_all_and_wait(*loop_, *this, armed_);
   while (!waiting_.empty()) {
     accept_operation* op = waiting_.front();
     waiting_.pop_front();
     op->waiting_ = false;
     op->acceptor_ = nullptr;
     op->outcome_ = accept_outcome::failed(ECANCELED);
-    loop_->post(op->later_, op->continuation_);
+    post(*loop_, op->later_, op->continuation_);
   }
   shutdown_hook::unlink();
   loop_ = nullptr;
@@ -79,7 +79,7 @@ void acceptor::arm_if_room() {
   while (armed_ < accept_batch && accepted_.size() + armed_ < max_unclaimed_) {
     accept_.set(io_opcode::accept, fd_, nullptr, 0, SOCK_CLOEXEC);
     ++armed_;
-    loop_->submit(*this, accept_);
+    submit(*loop_, *this, accept_);
   }
 }
 
@@ -116,7 +116,7 @@ void acceptor::on_accept(io_completion& c, int res, unsigned /*flags*/) noexcept
     // the same way: the last of them reports and starts the back-off.
     if (self.armed_ != 0) return;
     self.backoff_ = std::clamp<clock::duration>(self.backoff_ * 2, min_backoff, max_backoff);
-    self.loop_->timers().reschedule(self, self.loop_->now() + self.backoff_);
+    reschedule_timer(*self.loop_, self, loop_now(*self.loop_) + self.backoff_);
     self.deliver(accept_outcome::of_cqe(res));
     return;
   }
@@ -163,7 +163,7 @@ void accept_operation::cancel() noexcept {
   acceptor_->unwait(*this);
   waiting_ = false;
   outcome_ = accept_outcome::failed(ECANCELED);
-  current_loop().post(later_, continuation_);
+  post(current_loop(), later_, continuation_);
 }
 
 cogwheel::result<tcp_stream> accept_operation::result() {

@@ -14,7 +14,7 @@
 #include <deque>
 
 #include <cogwheel/io/tcp.hpp>
-#include "event_loop.hpp"
+#include <cogwheel/runtime/detail/loop_services.hpp>
 #include <cogwheel/timer/node.hpp>
 
 namespace cogwheel::detail {

@@ -9,7 +9,7 @@
 
 #include <cogwheel/io/detail/pooled_recv_operation.hpp>
 
-#include "event_loop.hpp"
+#include <cogwheel/runtime/detail/loop_services.hpp>
 
 namespace cogwheel::detail {
 
@@ -53,13 +53,13 @@ class pool_state : private shutdown_hook {
   void give_back(std::uint16_t id) noexcept {
     assert(held_ > 0);
     --held_;
-    if (registered_) loop_->driver().give_buffer(group_, id);
+    if (registered_) give_buffer(*loop_, group_, id);
     unuse();
   }
 
   // No new read may take from the ring from here on (the owner let go, or the loop shuts down).
   void unregister() noexcept {
-    if (registered_) loop_->driver().remove_buffer_group(group_);
+    if (registered_) remove_buffer_group(*loop_, group_);
     registered_ = false;
     loop_ = nullptr;
     shutdown_hook::unlink();
@@ -68,7 +68,15 @@ class pool_state : private shutdown_hook {
  private:
   pool_state() noexcept = default;
   ~pool_state();
-  static void on_loop_shutdown(shutdown_hook& h) noexcept { static_cast<pool_state&>(h).unregister(); }
+  // The loop is going (on its thread): no read can be in flight any more, so the group id is
+  // free for the thread's later pools, and the state leaves the thread's list here, where that
+  // list is at hand (handles may let go of the state later on any thread).
+  static void on_loop_shutdown(shutdown_hook& h) noexcept {
+    auto& self = static_cast<pool_state&>(h);
+    self.unregister();
+    self.unlist();
+  }
+  void unlist() noexcept;
 
   event_loop* loop_ = nullptr;
   std::byte* memory_ = nullptr;
@@ -79,6 +87,7 @@ class pool_state : private shutdown_hook {
   std::uint32_t uses_ = 1;
   std::uint16_t group_ = 0;
   bool registered_ = false;
+  bool listed_ = false;  // in live_pools of the thread whose loop it was made on
 };
 
 namespace {
@@ -118,6 +127,7 @@ result<pool_state*> pool_state::create(event_loop& loop, const buffer_pool_optio
   s->count_ = round_up_pow2(o.buffers);
   s->size_ = o.buffer_size;
   live_pools.push_back(s);  // from here on ~pool_state undoes whatever was set up
+  s->listed_ = true;
   auto fail = [s](std::error_code e) -> result<pool_state*> {
     delete s;
     return e;
@@ -134,14 +144,14 @@ result<pool_state*> pool_state::create(event_loop& loop, const buffer_pool_optio
     const std::uint16_t g = next_group++;
     if (group_in_use(g)) continue;
     s->group_ = g;
-    err = loop.driver().add_buffer_group(g, s->memory_, s->count_, s->size_);
+    err = add_buffer_group(loop, g, s->memory_, s->count_, s->size_);
   }
   // Options are checked above, so EOPNOTSUPP means: not on this kernel (before 5.19).
   if (err == -EOPNOTSUPP) return fail(std::make_error_code(errc::not_supported));
   if (err < 0) return fail(errno_code(err));
   s->registered_ = true;
   s->on_shutdown = &pool_state::on_loop_shutdown;
-  loop.add_shutdown_hook(*s);
+  add_shutdown_hook(loop, *s);
   return s;
 }
 
@@ -149,6 +159,12 @@ pool_state::~pool_state() {
   assert(held_ == 0);
   unregister();
   if (memory_ != nullptr) ::munmap(memory_, memory_bytes_);
+  unlist();
+}
+
+void pool_state::unlist() noexcept {
+  // Still listed means the loop still runs, and then the state is used on its thread only.
+  if (!std::exchange(listed_, false)) return;
   live_pools.erase(std::find(live_pools.begin(), live_pools.end(), this));
 }
 
@@ -252,7 +268,7 @@ result<buffer_pool*> buffer_pool::of_this_core(buffer_pool_options options) {
   s->pool = std::move(*p);
   s->loop = &loop;
   s->on_shutdown = &detail::drop_shared;
-  loop.add_shutdown_hook(*s);
+  add_shutdown_hook(loop, *s);
   detail::shared = s;
   return &s->pool;
 }

@@ -40,13 +40,18 @@ void send_operation::prepare(io_request& req) noexcept {
 void send_all_operation::prepare(io_request& req) noexcept {
   req.set(io_opcode::send, fd_, buf_.data() + written_, buf_.size() - written_, MSG_NOSIGNAL);
 }
-void shutdown_operation::prepare(io_request& req) noexcept { req.set(io_opcode::shutdown, fd_, nullptr, 0, how_); }
+std::coroutine_handle<> shutdown_operation::start(continuation c) noexcept {
+  if (::shutdown(fd_, how_) != 0) error_ = errno;
+  return c.complete();
+}
 
 connect_operation::connect_operation(connect_operation&& o) noexcept
     : kernel_operation(std::move(o)), to_(o.to_), fd_(std::exchange(o.fd_, -1)), socket_error_(o.socket_error_) {}
 
 connect_operation::~connect_operation() {
-  if (fd_ >= 0) close_descriptor(fd_);  // the kernel keeps its own reference while the SQE is in flight
+  // The connect first (its SQE may still be queued, naming fd_ by number), then the number.
+  cancel_and_wait();
+  if (fd_ >= 0) close_descriptor(fd_);
 }
 
 std::coroutine_handle<> connect_operation::start(continuation c) {
@@ -69,27 +74,19 @@ cogwheel::result<tcp_stream> connect_operation::make_result(int res) {
 
 }  // namespace detail
 
-void tcp_stream::close() noexcept {
-  // First the operations (their cancels are queued before anything can reuse the number),
-  // then the number. The kernel's in-flight requests hold their own reference to the file,
-  // so the socket itself closes when the last of them has completed.
-  ops_.close_all();
-  if (fd_ >= 0) detail::close_descriptor(std::exchange(fd_, -1));
-}
-
-result<void> tcp_stream::set_nodelay(bool on) noexcept { return set_option(fd_, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0); }
-result<void> tcp_stream::set_keepalive(bool on) noexcept { return set_option(fd_, SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0); }
-result<void> tcp_stream::set_receive_buffer_size(int bytes) noexcept { return set_option(fd_, SOL_SOCKET, SO_RCVBUF, bytes); }
-result<void> tcp_stream::set_send_buffer_size(int bytes) noexcept { return set_option(fd_, SOL_SOCKET, SO_SNDBUF, bytes); }
+result<void> tcp_stream::set_nodelay(bool on) noexcept { return set_option(sock_.fd(), IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0); }
+result<void> tcp_stream::set_keepalive(bool on) noexcept { return set_option(sock_.fd(), SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0); }
+result<void> tcp_stream::set_receive_buffer_size(int bytes) noexcept { return set_option(sock_.fd(), SOL_SOCKET, SO_RCVBUF, bytes); }
+result<void> tcp_stream::set_send_buffer_size(int bytes) noexcept { return set_option(sock_.fd(), SOL_SOCKET, SO_SNDBUF, bytes); }
 
 result<void> tcp_stream::set_linger(bool on, int seconds) noexcept {
   const linger l{on ? 1 : 0, seconds};
-  if (::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0) return errno_code(errno);
+  if (::setsockopt(sock_.fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0) return errno_code(errno);
   return {};
 }
 
-result<socket_address> tcp_stream::local_address() const noexcept { return socket_address::local_of(fd_); }
-result<socket_address> tcp_stream::peer_address() const noexcept { return socket_address::peer_of(fd_); }
+result<socket_address> tcp_stream::local_address() const noexcept { return socket_address::local_of(sock_.fd()); }
+result<socket_address> tcp_stream::peer_address() const noexcept { return socket_address::peer_of(sock_.fd()); }
 
 tcp_listener::tcp_listener() noexcept = default;
 tcp_listener::tcp_listener(tcp_listener&& o) noexcept : acceptor_(std::exchange(o.acceptor_, nullptr)) {}

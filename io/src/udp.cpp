@@ -83,20 +83,16 @@ result<udp_socket> udp_socket::bind(const socket_address& at, udp_options option
   if (!s.is_open()) return errno_code(errno);
   auto set = [&s](int level, int name, bool on) {
     const int value = on ? 1 : 0;
-    return ::setsockopt(s.fd_, level, name, &value, sizeof value) == 0;
+    return ::setsockopt(s.native_handle(), level, name, &value, sizeof value) == 0;
   };
   if (options.reuse_address && !set(SOL_SOCKET, SO_REUSEADDR, true)) return errno_code(errno);
   if (options.reuse_port && !set(SOL_SOCKET, SO_REUSEPORT, true)) return errno_code(errno);
   if (at.is_ipv6() && !set(IPPROTO_IPV6, IPV6_V6ONLY, options.ipv6_only)) return errno_code(errno);
-  if (::bind(s.fd_, at.data(), at.size()) != 0) return errno_code(errno);
+  if (::bind(s.native_handle(), at.data(), at.size()) != 0) return errno_code(errno);
   return s;
 }
 
-void udp_socket::close() noexcept {
-  ops_.close_all();  // first the operations, then the number (see tcp_stream::close)
-  if (fd_ >= 0) detail::close_descriptor(std::exchange(fd_, -1));
-}
 
-result<socket_address> udp_socket::local_address() const noexcept { return socket_address::local_of(fd_); }
+result<socket_address> udp_socket::local_address() const noexcept { return socket_address::local_of(sock_.fd()); }
 
 }  // namespace cogwheel

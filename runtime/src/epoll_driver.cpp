@@ -56,6 +56,8 @@ void close_descriptor(int fd) noexcept {
   ::close(fd);
 }
 
+void epoll_driver::close_after_queued(int fd) noexcept { ::close(fd); }
+
 std::unique_ptr<epoll_driver> epoll_driver::try_create(std::vector<completion>& set_aside, int& error) {
   std::unique_ptr<epoll_driver> d(new epoll_driver(set_aside));
   d->epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -154,8 +156,6 @@ int epoll_driver::perform(io_request& req, unsigned& flags) {
       if (const int r = prepare_descriptor(req.fd, true); r < 0) return r;
       return result_of(::accept4(req.fd, nullptr, nullptr, req.flags | SOCK_NONBLOCK));
     }
-    case io_opcode::shutdown:
-      return result_of(::shutdown(req.fd, req.flags));
   }
   return -EINVAL;
 }

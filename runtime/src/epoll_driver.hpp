@@ -29,6 +29,9 @@ class epoll_driver final : public io_driver {
   backend_kind kind() const noexcept override { return backend_kind::epoll; }
   void submit(io_completion& op, io_request& req) override;
   void cancel(io_completion& op, bool all) override;
+  // Every syscall ran when its operation started: nothing queued can name the number.
+  void close_after_queued(int fd) noexcept override;
+  void flush() noexcept override {}
   bool kernel_work_pending() noexcept override { return false; }  // syscalls ran already
   void wait(std::int64_t timeout_ns, std::vector<completion>& out) override;
 

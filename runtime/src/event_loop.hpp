@@ -29,6 +29,7 @@
 
 #include <cogwheel/runtime/detail/intrusive_list.hpp>
 #include <cogwheel/runtime/detail/loop_access.hpp>
+#include <cogwheel/runtime/detail/loop_services.hpp>
 #include <cogwheel/runtime/detail/ready_queue.hpp>
 #include <cogwheel/runtime/options.hpp>
 #include <cogwheel/runtime/stats.hpp>
@@ -38,13 +39,6 @@
 #include "time_driver.hpp"
 
 namespace cogwheel::detail {
-
-// Something that outlives coroutine frames but holds loop resources (a listener's armed accept
-// SQE and back-off timer): the loop calls on_shutdown once, after destroying its coroutines and
-// before the ring goes, and the owner lets go of the loop there. Unlinks itself when destroyed.
-struct shutdown_hook : list_link {
-  void (*on_shutdown)(shutdown_hook&) noexcept = nullptr;
-};
 
 // A spawned (detached) coroutine's link in its loop's list (in the frame's promise).
 struct spawned_link {

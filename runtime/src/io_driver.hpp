@@ -43,6 +43,11 @@ class io_driver {
   virtual void submit(io_completion& op, io_request& req) = 0;
   // Asks for op's operations to end early (all of its submissions when `all`).
   virtual void cancel(io_completion& op, bool all) = 0;
+  // Closes fd after every request submitted before it has been handed to the kernel (which
+  // then holds its own reference to the file): the number is free only from there on.
+  virtual void close_after_queued(int fd) noexcept = 0;
+  // Hands the queued requests to the kernel now, without waiting for any.
+  virtual void flush() noexcept = 0;
   // True when asking the kernel cannot wait: submissions queued, or completions it holds.
   virtual bool kernel_work_pending() noexcept = 0;
   // Hands queued submissions to the kernel and waits up to timeout_ns (-1: until something

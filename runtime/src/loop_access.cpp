@@ -45,6 +45,26 @@ void post(event_loop& loop, ready_node& node, continuation c) noexcept { loop.po
 void submit(event_loop& loop, io_completion& op, io_request& req) { loop.submit(op, req); }
 void cancel_async(event_loop& loop, io_completion& op) { loop.cancel_async(op); }
 void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight) { loop.cancel_and_wait(op, in_flight); }
+void close_descriptor_after_queued(event_loop& loop, int fd) noexcept {
+  forget_descriptor(fd);
+  loop.driver().close_after_queued(fd);
+}
+void flush_submissions(event_loop& loop) noexcept { loop.driver().flush(); }
+
+void add_shutdown_hook(event_loop& loop, shutdown_hook& h) noexcept { loop.add_shutdown_hook(h); }
+void cancel_all_and_wait(event_loop& loop, io_completion& op, const unsigned& in_flight) {
+  loop.cancel_all_and_wait(op, in_flight);
+}
+int add_buffer_group(event_loop& loop, std::uint16_t group, std::byte* memory, std::uint32_t count,
+                     std::uint32_t size) noexcept {
+  return loop.driver().add_buffer_group(group, memory, count, size);
+}
+void give_buffer(event_loop& loop, std::uint16_t group, std::uint16_t id) noexcept {
+  loop.driver().give_buffer(group, id);
+}
+void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept {
+  loop.driver().remove_buffer_group(group);
+}
 
 void post_remote(event_loop& target, remote_message& m) noexcept { target.post_remote(m); }
 event_loop* peer_loop(unsigned core) noexcept { return current_loop().peer(core); }

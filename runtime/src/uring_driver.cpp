@@ -52,14 +52,13 @@ std::unique_ptr<uring_driver> uring_driver::try_create(const runtime_options& op
 }
 
 uring_driver::~uring_driver() {
+  if (ring_.ring_fd >= 0) submit_queued();  // closes queued behind cancelled operations
   while (!buffer_rings_.empty()) remove_buffer_group(buffer_rings_.back().group);
   if (ring_.ring_fd >= 0) io_uring_queue_exit(&ring_);
 }
 
-io_uring_sqe* uring_driver::get_sqe() {
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-  while (sqe == nullptr) {
-    ++stats_.sq_full_flushes;
+void uring_driver::submit_queued() noexcept {
+  while (io_uring_sq_ready(&ring_) != 0) {
     const int r = io_uring_submit(&ring_);
     if (r == -EBUSY || r == -EAGAIN) {
       // The kernel holds completions we have not consumed: set them aside, then retry.
@@ -69,10 +68,27 @@ io_uring_sqe* uring_driver::get_sqe() {
       std::fprintf(stderr, "cogwheel: io_uring_submit failed: %s\n", std::strerror(-r));
       std::abort();
     }
+  }
+}
+
+io_uring_sqe* uring_driver::get_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {
+    ++stats_.sq_full_flushes;
+    submit_queued();
     sqe = io_uring_get_sqe(&ring_);
   }
   return sqe;
 }
+
+void uring_driver::close_after_queued(int fd) noexcept {
+  io_uring_sqe* sqe = get_sqe();
+  io_uring_prep_close(sqe, fd);
+  io_uring_sqe_set_data64(sqe, 0);  // nobody waits for it; a failure (EBADF) has no one to tell
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+}
+
+void uring_driver::flush() noexcept { submit_queued(); }
 
 void uring_driver::submit(io_completion& op, io_request& req) {
   io_uring_sqe* sqe = get_sqe();
@@ -106,9 +122,6 @@ void uring_driver::submit(io_completion& op, io_request& req) {
       break;
     case io_opcode::accept:
       io_uring_prep_accept(sqe, req.fd, nullptr, nullptr, req.flags);
-      break;
-    case io_opcode::shutdown:
-      io_uring_prep_shutdown(sqe, req.fd, req.flags);
       break;
   }
   io_uring_sqe_set_data(sqe, &op);

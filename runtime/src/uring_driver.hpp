@@ -26,6 +26,12 @@ class uring_driver final : public io_driver {
   backend_kind kind() const noexcept override { return backend_kind::io_uring; }
   void submit(io_completion& op, io_request& req) override;
   void cancel(io_completion& op, bool all) override;
+  // A close SQE behind the queued ones: the kernel runs a submission's SQEs in order, and
+  // each of them takes its file (a reference of its own) when it runs, before the close does.
+  // Every operation on a socket is issued inline: none is left to io-wq (which would look the
+  // number up later): that is why shutdown is a plain syscall, not an SQE.
+  void close_after_queued(int fd) noexcept override;
+  void flush() noexcept override;
   bool kernel_work_pending() noexcept override {
     return io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0;
   }
@@ -51,6 +57,9 @@ class uring_driver final : public io_driver {
   // completions that frees stay in the kernel's CQ, or are set aside if the kernel refuses with
   // EBUSY). Nothing is dropped.
   io_uring_sqe* get_sqe();
+  // io_uring_submit until the kernel took every queued SQE (completions it refuses to take
+  // them for, with EBUSY, are set aside).
+  void submit_queued() noexcept;
   // Moves every CQE the ring holds into `out` (flushing kernel-side overflow), consuming them.
   void drain_cq(std::vector<completion>& out);
   buffer_ring* find_group(std::uint16_t group) noexcept;

@@ -378,3 +378,37 @@ TEST(pooled_read, options_out_of_range_are_refused) {
 
 }  // namespace
 }  // namespace cogwheel
+
+namespace cogwheel::io_test {
+namespace {
+
+// A handle outliving its loop on another thread: the pool was made on core 1, the handle is
+// dropped on the main thread after run() returned (its loop, and core 1's thread, are gone).
+TEST(pooled_read, a_buffer_filled_on_another_core_is_dropped_safely_after_run_returns) {
+  std::optional<pooled_buffer> kept;
+  runtime rt(runtime_options{.cores = 2, .pin_threads = false});
+  rt.run([&](unsigned core) -> task<void> {
+    if (core != 1) co_return;
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("filled on core 1")));
+    auto got = co_await with_timeout(pair->server.read_pooled(), 5s);
+    CO_ASSERT_OK(got);
+    kept = std::move(*got);
+  });
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(text_of(kept->bytes()), "filled on core 1");
+  kept.reset();
+  // The main thread's own pools are untouched: a pool made here afterwards works as usual.
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("main")));
+    auto got = co_await with_timeout(pair->server.read_pooled(), 5s);
+    CO_ASSERT_OK(got);
+    EXPECT_EQ(text_of(got->bytes()), "main");
+  }());
+}
+
+}  // namespace
+}  // namespace cogwheel::io_test

@@ -18,6 +18,7 @@
 #include <cogwheel/io/buffer_pool.hpp>
 #include <cogwheel/io/detail/kernel_operation.hpp>
 #include <cogwheel/io/detail/pooled_recv_operation.hpp>
+#include <cogwheel/io/detail/socket_handle.hpp>
 #include <cogwheel/runtime/result.hpp>
 
 namespace cogwheel {
@@ -117,19 +118,23 @@ class send_all_operation : public kernel_operation<send_all_operation, cogwheel:
   std::size_t* progress_;
 };
 
-class shutdown_operation : public kernel_operation<shutdown_operation, cogwheel::result<void>> {
+// shutdown(2) never blocks, so it is a plain syscall made when the operation starts, not a
+// request: io_uring would run a shutdown SQE on a worker thread, which looks the descriptor
+// number up only then, when it may name another socket.
+class shutdown_operation : public operation<shutdown_operation> {
  public:
-  shutdown_operation(fd_operations& owner, int fd, int how) noexcept
-      : kernel_operation(&owner), fd_(fd), how_(how) {}
-  void prepare(io_request& req) noexcept;
-  cogwheel::result<void> make_result(int res) noexcept {
-    if (res < 0) return errno_code(res);
+  shutdown_operation(int fd, int how) noexcept : fd_(fd), how_(how) {}
+  std::coroutine_handle<> start(continuation c) noexcept;
+  void cancel() noexcept {}
+  cogwheel::result<void> result() const noexcept {
+    if (error_ != 0) return errno_code(error_);
     return {};
   }
 
  private:
   int fd_;
   int how_;
+  int error_ = 0;
 };
 
 class acceptor;
@@ -149,21 +154,11 @@ class tcp_stream {
  public:
   tcp_stream() noexcept = default;
   // Takes ownership of a connected TCP socket.
-  explicit tcp_stream(int fd) noexcept : fd_(fd) {}
+  explicit tcp_stream(int fd) noexcept : sock_(fd) {}
   // A stream may move while operations are in flight on it (they stay with it), but only on
-  // the thread they run on.
-  tcp_stream(tcp_stream&& o) noexcept : fd_(std::exchange(o.fd_, -1)), ops_(std::move(o.ops_)) {}
-  tcp_stream& operator=(tcp_stream&& o) noexcept {
-    if (this != &o) {
-      close();
-      fd_ = std::exchange(o.fd_, -1);
-      ops_ = std::move(o.ops_);
-    }
-    return *this;
-  }
-  tcp_stream(const tcp_stream&) = delete;
-  tcp_stream& operator=(const tcp_stream&) = delete;
-  ~tcp_stream() { close(); }
+  // the thread they run on. Assigning onto a stream closes it first, as close() does.
+  tcp_stream(tcp_stream&&) noexcept = default;
+  tcp_stream& operator=(tcp_stream&&) noexcept = default;
 
   // awaitable<cogwheel::result<tcp_stream>>
   static detail::connect_operation connect(const socket_address& to) noexcept {
@@ -172,45 +167,43 @@ class tcp_stream {
 
   // awaitable<cogwheel::result<size_t>>: bytes read; 0 means the peer closed its side.
   // An empty buf gives errc::invalid_argument.
-  detail::recv_operation read(std::span<std::byte> buf) noexcept { return {ops_, fd_, buf, 0}; }
+  detail::recv_operation read(std::span<std::byte> buf) noexcept { return {sock_.operations(), sock_.fd(), buf, 0}; }
   // awaitable<cogwheel::result<pooled_buffer>>: the bytes of one read in a buffer taken from
   // `pool` only when they arrived (see buffer_pool.hpp); empty means the peer closed its side.
   // errc::no_buffer_space: data is waiting but every buffer is held; retry after dropping
   // some. Timeouts and cancellation as for read(): a buffer that raced in is returned, never
   // dropped. `pool` must belong to this core and outlive the co_await.
-  detail::pooled_recv_operation read_pooled(buffer_pool& pool) noexcept { return {ops_, fd_, pool.state(), false}; }
+  detail::pooled_recv_operation read_pooled(buffer_pool& pool) noexcept { return {sock_.operations(), sock_.fd(), pool.state(), false}; }
   // The same from this core's shared pool (buffer_pool::of_this_core(), created at first use).
-  detail::pooled_recv_operation read_pooled() noexcept { return {ops_, fd_, nullptr, true}; }
+  detail::pooled_recv_operation read_pooled() noexcept { return {sock_.operations(), sock_.fd(), nullptr, true}; }
   // awaitable<cogwheel::result<size_t>>: bytes written (possibly fewer than given).
-  detail::send_operation write(std::span<const std::byte> buf) noexcept { return {ops_, fd_, buf}; }
+  detail::send_operation write(std::span<const std::byte> buf) noexcept { return {sock_.operations(), sock_.fd(), buf}; }
   // awaitable<cogwheel::result<void>>: writes every byte.
-  detail::send_all_operation write_all(std::span<const std::byte> buf) noexcept { return {ops_, fd_, buf}; }
+  detail::send_all_operation write_all(std::span<const std::byte> buf) noexcept { return {sock_.operations(), sock_.fd(), buf}; }
   // The same, and `written` counts the bytes that went out whatever the outcome: after
   // with_timeout(s.write_all(buf, n), d) returns timed_out, exactly buf[0, n) was sent.
   // `written` must outlive the operation.
   detail::send_all_operation write_all(std::span<const std::byte> buf, std::size_t& written) noexcept {
-    return {ops_, fd_, buf, &written};
+    return {sock_.operations(), sock_.fd(), buf, &written};
   }
   // awaitable<cogwheel::result<void>>: no more writes from this side (the peer reads end-of-stream).
-  detail::shutdown_operation shutdown(int how = SHUT_WR) noexcept { return {ops_, fd_, how}; }
+  detail::shutdown_operation shutdown(int how = SHUT_WR) noexcept { return {sock_.fd(), how}; }
 
-  // Closes the socket (idempotent; also done by the destructor). Operations in flight on it
-  // are cancelled first: each completes at the loop's next iteration with
-  // errc::operation_canceled (write_all: having counted what it sent), none submits again, and
-  // the peer sees the close (FIN, or RST with linger 0) as soon as the kernel has let go of
-  // them. The descriptor number is free for reuse from here, and no SQE will name it again.
+  // Closes the socket (idempotent; also done by the destructor and by assigning onto it).
+  // Operations in flight on it are cancelled first: each completes at the loop's next
+  // iteration with errc::operation_canceled (or with what it transferred: write_all having
+  // counted what it sent), none submits again, and the peer sees the close (FIN, or RST with
+  // linger 0) as soon as the kernel has let go of them. No request ever acts on whatever
+  // socket takes the number next, at any moment of its life (see detail/socket_handle.hpp).
   // Precondition: on the thread the in-flight operations run on (a stream with none may be
   // closed anywhere).
-  void close() noexcept;
-  bool is_open() const noexcept { return fd_ >= 0; }
-  int native_handle() const noexcept { return fd_; }
-  // Gives up the descriptor without closing it. Operations in flight are cancelled as by
-  // close(): they belong to this stream, not to whoever takes the number.
-  int release() noexcept {
-    ops_.close_all();
-    if (fd_ >= 0) detail::forget_descriptor(fd_);
-    return std::exchange(fd_, -1);
-  }
+  void close() noexcept { sock_.close(); }
+  bool is_open() const noexcept { return sock_.is_open(); }
+  int native_handle() const noexcept { return sock_.fd(); }
+  // Gives up the descriptor without closing it (-1 if none). Operations in flight are
+  // cancelled as by close(): they belong to this stream, not to whoever takes the number,
+  // which may be closed or reused as soon as this returns.
+  int release() noexcept { return sock_.release(); }
 
   cogwheel::result<void> set_nodelay(bool on) noexcept;
   cogwheel::result<void> set_keepalive(bool on) noexcept;
@@ -222,8 +215,7 @@ class tcp_stream {
   cogwheel::result<socket_address> peer_address() const noexcept;
 
  private:
-  int fd_ = -1;
-  detail::fd_operations ops_;  // in flight on fd_
+  detail::socket_handle sock_;
 };
 
 struct listen_options {

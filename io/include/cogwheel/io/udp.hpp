@@ -28,6 +28,7 @@
 
 #include <cogwheel/io/address.hpp>
 #include <cogwheel/io/detail/kernel_operation.hpp>
+#include <cogwheel/io/detail/socket_handle.hpp>
 #include <cogwheel/runtime/result.hpp>
 
 namespace cogwheel {
@@ -115,19 +116,11 @@ class udp_socket {
  public:
   udp_socket() noexcept = default;
   // Takes ownership of a UDP socket.
-  explicit udp_socket(int fd) noexcept : fd_(fd) {}
-  udp_socket(udp_socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)), ops_(std::move(o.ops_)) {}
-  udp_socket& operator=(udp_socket&& o) noexcept {
-    if (this != &o) {
-      close();
-      fd_ = std::exchange(o.fd_, -1);
-      ops_ = std::move(o.ops_);
-    }
-    return *this;
-  }
-  udp_socket(const udp_socket&) = delete;
-  udp_socket& operator=(const udp_socket&) = delete;
-  ~udp_socket() { close(); }
+  explicit udp_socket(int fd) noexcept : sock_(fd) {}
+  // As for tcp_stream: operations in flight move with the socket (on their thread), and
+  // assigning onto a socket closes it first.
+  udp_socket(udp_socket&&) noexcept = default;
+  udp_socket& operator=(udp_socket&&) noexcept = default;
 
   // A socket bound to `at` (port 0: any free port; see local_address()). A client binds to
   // its family's loopback or any address with port 0.
@@ -135,36 +128,32 @@ class udp_socket {
 
   // awaitable<cogwheel::result<void>>: sets the default peer for send()/receive() and accepts
   // datagrams from it only.
-  detail::udp_connect_operation connect(const socket_address& to) noexcept { return {ops_, fd_, to}; }
+  detail::udp_connect_operation connect(const socket_address& to) noexcept { return {sock_.operations(), sock_.fd(), to}; }
   // awaitable<cogwheel::result<size_t>>: one datagram to `to` (copied: it need not outlive the
   // operation; `data` must).
   detail::udp_send_operation send_to(std::span<const std::byte> data, const socket_address& to) noexcept {
-    return {ops_, fd_, data, to};
+    return {sock_.operations(), sock_.fd(), data, to};
   }
   // awaitable<cogwheel::result<std::pair<size_t, socket_address>>>: one datagram and its sender.
-  detail::udp_receive_from_operation receive_from(std::span<std::byte> buf) noexcept { return {ops_, fd_, buf}; }
+  detail::udp_receive_from_operation receive_from(std::span<std::byte> buf) noexcept { return {sock_.operations(), sock_.fd(), buf}; }
   // awaitable<cogwheel::result<size_t>>: one datagram to the connected peer.
-  detail::udp_send_operation send(std::span<const std::byte> data) noexcept { return {ops_, fd_, data}; }
+  detail::udp_send_operation send(std::span<const std::byte> data) noexcept { return {sock_.operations(), sock_.fd(), data}; }
   // awaitable<cogwheel::result<size_t>>: one datagram (from the connected peer, when connected).
-  detail::udp_receive_operation receive(std::span<std::byte> buf) noexcept { return {ops_, fd_, buf}; }
+  detail::udp_receive_operation receive(std::span<std::byte> buf) noexcept { return {sock_.operations(), sock_.fd(), buf}; }
 
-  // Closes the socket (idempotent; also done by the destructor). As for tcp_stream::close():
-  // operations in flight are cancelled first (errc::operation_canceled, or the datagram that
-  // raced ahead) and no SQE names the descriptor number again.
-  void close() noexcept;
-  bool is_open() const noexcept { return fd_ >= 0; }
-  int native_handle() const noexcept { return fd_; }
-  // Gives up the descriptor without closing it; operations in flight are cancelled.
-  int release() noexcept {
-    ops_.close_all();
-    if (fd_ >= 0) detail::forget_descriptor(fd_);
-    return std::exchange(fd_, -1);
-  }
+  // Closes the socket (idempotent; also done by the destructor and by assigning onto it). As
+  // for tcp_stream::close(): operations in flight are cancelled first (errc::operation_canceled,
+  // or the datagram that raced ahead) and no request acts on whatever socket takes the number.
+  void close() noexcept { sock_.close(); }
+  bool is_open() const noexcept { return sock_.is_open(); }
+  int native_handle() const noexcept { return sock_.fd(); }
+  // Gives up the descriptor without closing it (-1 if none); operations in flight are
+  // cancelled, and the number may be closed or reused as soon as this returns.
+  int release() noexcept { return sock_.release(); }
   cogwheel::result<socket_address> local_address() const noexcept;
 
  private:
-  int fd_ = -1;
-  detail::fd_operations ops_;  // in flight on fd_
+  detail::socket_handle sock_;
 };
 
 }  // namespace cogwheel

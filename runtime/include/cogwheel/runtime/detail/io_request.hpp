@@ -25,7 +25,6 @@ enum class io_opcode : std::uint8_t {
   sendmsg,      // sendmsg(2) with the msghdr at addr
   connect,      // connect(2) to the sockaddr at addr, `len` bytes long
   accept,       // accept4(2) with `flags` (SOCK_*); res is the new descriptor
-  shutdown,     // shutdown(2), `flags` is SHUT_*
 };
 
 // Set in a recv_pooled completion that holds a buffer; the buffer's id is flags >> 16.

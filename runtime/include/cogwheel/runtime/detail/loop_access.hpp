@@ -67,6 +67,14 @@ void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight);
 void forget_descriptor(int fd) noexcept;
 // Closes a socket's descriptor after forget_descriptor (any thread).
 void close_descriptor(int fd) noexcept;
+// Closes fd (after forget_descriptor) once every request queued on `loop` before this call has
+// been handed to the kernel, so none of them can find another socket under the number:
+// io_uring queues the close behind them, epoll (whose syscalls ran when they were started)
+// closes at once. For a socket whose operations were just cancelled; on the loop's thread.
+void close_descriptor_after_queued(event_loop& loop, int fd) noexcept;
+// Hands every request queued on `loop` to the kernel now (io_uring: one io_uring_enter; epoll:
+// nothing to do). On the loop's thread.
+void flush_submissions(event_loop& loop) noexcept;
 
 // --- other cores (thread-safe) ---
 // A message to another core's loop, intrusive: it lives in whoever sends it (nothing is

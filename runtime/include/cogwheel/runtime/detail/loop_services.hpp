@@ -1,0 +1,43 @@
+// loop_services: the named door through which libraries built on the runtime (io's listener
+// and buffer pools) use a core's loop for what is not one operation: state that outlives
+// coroutine frames and must let go of the loop when it shuts down, a request with several
+// submissions in flight, and the backend's provided-buffer groups. Together with
+// loop_access.hpp (timers, the ready queue, submitting and cancelling) it is everything a
+// library may ask of the loop; event_loop itself stays private to runtime/src.
+//
+// Threading: each function acts on `loop`, which must be the calling thread's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cogwheel/runtime/detail/intrusive_list.hpp>
+#include <cogwheel/runtime/detail/loop_access.hpp>
+
+namespace cogwheel::detail {
+
+// Something that outlives coroutine frames but holds loop resources (a listener's armed accept
+// requests and back-off timer, a buffer pool's group): the loop calls on_shutdown once, after
+// destroying its coroutines and before its backend goes, and the owner lets go of the loop
+// there. Unlinks itself when destroyed.
+struct shutdown_hook : list_link {
+  void (*on_shutdown)(shutdown_hook&) noexcept = nullptr;
+};
+// Precondition: !h.linked().
+void add_shutdown_hook(event_loop& loop, shutdown_hook& h) noexcept;
+
+// For an owner with several submissions in flight under one io_completion (a listener's
+// accepts): cancels them all and returns once `in_flight` (which its completions decrement)
+// is 0.
+void cancel_all_and_wait(event_loop& loop, io_completion& op, const unsigned& in_flight);
+
+// Provided buffers (see io_driver): `count` buffers of `size` bytes at `memory`, buffer i at
+// memory + i * size, all given to the backend as group `group`. Returns 0 or -errno
+// (-EEXIST: the id is taken; -EOPNOTSUPP: not on this kernel).
+int add_buffer_group(event_loop& loop, std::uint16_t group, std::byte* memory, std::uint32_t count,
+                     std::uint32_t size) noexcept;
+// Gives buffer `id` back to `group` after a completion handed it out.
+void give_buffer(event_loop& loop, std::uint16_t group, std::uint16_t id) noexcept;
+void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept;
+
+}  // namespace cogwheel::detail
