@@ -19,6 +19,8 @@
 #          epoll_echo_server)
 # Environment: DURATION_MS=3000 CONNECTIONS=1000 PORT=7611 SIZES="64 1024" REPS=3
 #              SERVERS="uring epoll tokio asio_awaitable asio_tuple bare" (a subset, in order)
+#              BASELINE=path to another build's echo_server: SERVERS may then name uring_base and
+#                epoll_base, the same runs with that binary (old and new code side by side)
 #              RAW=FILE also keeps every run's row (tab-separated) in FILE
 #              CARGO=path to cargo (default: cargo on PATH, else ~/.cargo/bin/cargo)
 #              SYSCALLS=1 also counts the server's system calls while the client runs (perf stat
@@ -247,6 +249,10 @@ run_server() {
              env COGWHEEL_BACKEND=io_uring "$echo_server" --cores=1 --mode=timeout ;;
     epoll) run_one "cogwheel echo_server, epoll (timeout)" "$size" epoll \
              env COGWHEEL_BACKEND=epoll "$echo_server" --cores=1 --mode=timeout ;;
+    uring_base) run_one "baseline echo_server, io_uring (timeout)" "$size" io_uring \
+             env COGWHEEL_BACKEND=io_uring "$BASELINE" --cores=1 --mode=timeout ;;
+    epoll_base) run_one "baseline echo_server, epoll (timeout)" "$size" epoll \
+             env COGWHEEL_BACKEND=epoll "$BASELINE" --cores=1 --mode=timeout ;;
     tokio)
       if [ -n "$tokio_echo" ]; then
         run_one "tokio_echo (time::timeout)" "$size" - "$tokio_echo"

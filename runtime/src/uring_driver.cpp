@@ -58,24 +58,29 @@ uring_driver::~uring_driver() {
 }
 
 void uring_driver::submit_queued() noexcept {
-  while (io_uring_sq_ready(&ring_) != 0) {
-    const int r = io_uring_submit(&ring_);
-    if (r == -EBUSY || r == -EAGAIN) {
-      // The kernel holds completions we have not consumed: set them aside, then retry.
-      io_uring_get_events(&ring_);
-      drain_cq(set_aside_);
-    } else if (r < 0 && r != -EINTR) {
-      std::fprintf(stderr, "cogwheel: io_uring_submit failed: %s\n", std::strerror(-r));
-      std::abort();
-    }
+  while (io_uring_sq_ready(&ring_) != 0) submit_once();
+}
+
+bool uring_driver::submit_once() noexcept {
+  const int r = io_uring_submit(&ring_);
+  if (r == -EBUSY || r == -EAGAIN) {
+    // The kernel holds completions we have not consumed: set them aside, then retry.
+    io_uring_get_events(&ring_);
+    drain_cq(set_aside_);
+    return false;
   }
+  if (r < 0 && r != -EINTR) {
+    std::fprintf(stderr, "cogwheel: io_uring_submit failed: %s\n", std::strerror(-r));
+    std::abort();
+  }
+  return r >= 0;
 }
 
 io_uring_sqe* uring_driver::get_sqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   while (sqe == nullptr) {
-    ++stats_.sq_full_flushes;
-    submit_queued();
+    ++stats_.sq_full_flushes;  // each attempt, a refused one included
+    submit_once();
     sqe = io_uring_get_sqe(&ring_);
   }
   return sqe;

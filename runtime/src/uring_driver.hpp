@@ -57,8 +57,10 @@ class uring_driver final : public io_driver {
   // completions that frees stay in the kernel's CQ, or are set aside if the kernel refuses with
   // EBUSY). Nothing is dropped.
   io_uring_sqe* get_sqe();
-  // io_uring_submit until the kernel took every queued SQE (completions it refuses to take
-  // them for, with EBUSY, are set aside).
+  // One io_uring_submit; false when the kernel refused (EBUSY: the completions it holds are
+  // set aside first, so the next attempt can go in).
+  bool submit_once() noexcept;
+  // submit_once until the kernel took every queued SQE.
   void submit_queued() noexcept;
   // Moves every CQE the ring holds into `out` (flushing kernel-side overflow), consuming them.
   void drain_cq(std::vector<completion>& out);

@@ -156,7 +156,10 @@ task<result<std::vector<stream_pair>>> connect_pairs(int pairs) {
   co_return out;
 }
 
-TEST(tiny_ring, frames_destroyed_with_shutdowns_pending_leave_each_stream_shut_down_or_untouched) {
+// shutdown() is a plain syscall made when it starts (an SQE would run on io-wq, which looks
+// the descriptor number up late): none is ever pending on a full ring, each member resumes at
+// once, before anything could destroy its frame, and every stream is shut down.
+TEST(tiny_ring, shutdowns_on_a_full_ring_take_effect_at_once_and_leave_nothing_pending) {
   run([]() -> task<void> {
     constexpr int n = 12;
     auto pairs = co_await connect_pairs(n);
@@ -166,41 +169,29 @@ TEST(tiny_ring, frames_destroyed_with_shutdowns_pending_leave_each_stream_shut_d
     doomed_group g;
     g.frames.resize(n);
     for (int i = 0; i < n; ++i) g.frames[i].emplace(hold(member(g, i, (*pairs)[i].client.shutdown(SHUT_WR))));
-    co_await sleep_for(50ms);
-    EXPECT_EQ(g.resumed, 1);
-    EXPECT_EQ(g.destroyed, n - 1);
-    g.release_survivor();
-    const auto after = loop_stats();
-    EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n)) << "one completion per shutdown";
-    if (on_a_ring()) {
-      EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
+    EXPECT_EQ(g.resumed, n);
+    EXPECT_EQ(g.destroyed, 0);
+    for (auto& f : g.frames) {
+      f->frame.destroy();
+      f.reset();
     }
+    const auto after = loop_stats();
+    EXPECT_EQ(after.completions - before.completions, 0u) << "no shutdown went through the ring";
 
-    // A destroyed frame's shutdown either took effect (its completion was reaped, or the
-    // kernel ran it before the cancel) or was cancelled before it ran: the server end reads
-    // end of stream or nothing, never anything else. Shutting down again shuts down; the
-    // other direction works throughout.
+    // Every server end reads end of stream; the other direction works throughout.
     int took_effect = 0;
     for (stream_pair& p : *pairs) {
       std::byte b[8];
-      auto r = co_await with_timeout(p.server.read(b), 20ms);
-      if (r) {
-        EXPECT_EQ(*r, 0u);
-        ++took_effect;
-      } else {
-        EXPECT_EQ(r.error(), errc::timed_out);
-        CO_ASSERT_OK(co_await p.client.shutdown(SHUT_WR));
-        auto eof = co_await with_timeout(p.server.read(b), 2s);
-        CO_ASSERT_OK(eof);
-        EXPECT_EQ(*eof, 0u);
-      }
+      auto r = co_await with_timeout(p.server.read(b), 2s);
+      CO_ASSERT_OK(r);
+      EXPECT_EQ(*r, 0u);
+      if (r && *r == 0) ++took_effect;
       CO_ASSERT_OK(co_await p.server.write_all(bytes_of("back")));
       auto m = co_await with_timeout(p.client.read(b), 2s);
       CO_ASSERT_OK(m);
       EXPECT_EQ(text_of(std::span(b, *m)), "back");
     }
-    EXPECT_GE(took_effect, 1);  // the survivor's at least
-    std::printf("shutdowns: %d of %d took effect, the others were cancelled with their frames\n", took_effect, n);
+    EXPECT_EQ(took_effect, n);
     EXPECT_EQ(open_descriptors(), fds_before);
   }(), tiny_ring());
 }
