@@ -4,7 +4,13 @@
 #   <libdir>/cmake/cogwheel/                   the find_package(cogwheel) package: targets
 #                                              cogwheel::timer, cogwheel::runtime, cogwheel::io
 #   <libdir>/pkgconfig/cogwheel.pc             the same libraries for pkg-config (as Meson's)
-# Included from the root CMakeLists.txt after the three modules are defined.
+# and, when the Redis client was built (hiredis found):
+#   <libdir>/libcogwheel_redis.a, <includedir>/cogwheel/redis/...
+#   <libdir>/cmake/cogwheel/cogwheelRedisTargets.cmake   cogwheel::redis (COMPONENTS redis)
+#   <libdir>/pkgconfig/cogwheel-redis.pc                 the Redis client for pkg-config
+# The .pc files are relocatable: their prefix is found from their own place (${pcfiledir}), so
+# `cmake --install build --prefix /elsewhere`, or moving the installed tree, keeps them right.
+# Included from the root CMakeLists.txt after the modules are defined.
 include(CMakePackageConfigHelpers)
 
 set(COGWHEEL_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/cogwheel"
@@ -26,6 +32,20 @@ install(EXPORT cogwheelTargets
   NAMESPACE cogwheel::
   DESTINATION ${COGWHEEL_INSTALL_CMAKEDIR})
 
+if(TARGET cogwheel_redis)
+  install(TARGETS cogwheel_redis
+    EXPORT cogwheelRedisTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/redis/include/
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+    FILES_MATCHING PATTERN "*.hpp")
+  install(EXPORT cogwheelRedisTargets
+    NAMESPACE cogwheel::
+    DESTINATION ${COGWHEEL_INSTALL_CMAKEDIR})
+endif()
+
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/cogwheelConfig.cmake.in
   ${PROJECT_BINARY_DIR}/cogwheelConfig.cmake
   INSTALL_DESTINATION ${COGWHEEL_INSTALL_CMAKEDIR})
@@ -38,6 +58,20 @@ install(FILES
   DESTINATION ${COGWHEEL_INSTALL_CMAKEDIR})
 
 # cogwheel.pc, like the one Meson generates: static libraries in link order, liburing as a
-# Requires (not .private) so that `pkg-config --libs cogwheel` links without --static.
+# Requires (not .private) so that `pkg-config --libs cogwheel` links without --static. Its
+# prefix is the path from <libdir>/pkgconfig back to the install prefix, after ${pcfiledir}
+# (an absolute libdir, which cannot move with the prefix, is written as it is).
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(COGWHEEL_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH _cogwheel_up "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+  string(REGEX REPLACE "/$" "" _cogwheel_up "${_cogwheel_up}")
+  set(COGWHEEL_PC_PREFIX "\${pcfiledir}/${_cogwheel_up}")
+  unset(_cogwheel_up)
+endif()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/cogwheel.pc.in ${PROJECT_BINARY_DIR}/cogwheel.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/cogwheel.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(TARGET cogwheel_redis)
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/cogwheel-redis.pc.in ${PROJECT_BINARY_DIR}/cogwheel-redis.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/cogwheel-redis.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()

@@ -3,12 +3,14 @@
 # Sourced by tests/ci.sh and examples/demo.sh; safe to run again (a no-op when all are there).
 cogwheel_deps=(g++ cmake ninja-build meson pkg-config liburing-dev libgtest-dev libgmock-dev
                libbenchmark-dev clang-16 libclang-rt-16-dev)
+# The API reference (cmake --build build --target docs, and its CI stage).
+cogwheel_deps+=(doxygen)
 # The peers of bench/peers/: optional for a build (skipped when absent), installed here so that
 # CI compiles the comparisons and they cannot rot.
 cogwheel_deps+=(libasio-dev libuv1-dev libevent-dev)
 # What sits on top (the HTTP example, the Redis client) and the real servers and clients their
 # tests and benchmarks start: optional for a build, installed here so CI runs those tests.
-cogwheel_deps+=(libhttp-parser-dev libhiredis-dev nginx-light wrk slowhttptest redis-server curl)
+cogwheel_deps+=(libhttp-parser-dev libhiredis-dev nginx-light wrk slowhttptest redis-server curl apache2-utils)
 cogwheel_missing=()
 for p in "${cogwheel_deps[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cogwheel_missing+=("$p")

@@ -6,6 +6,11 @@
 #   2. meson install into another temporary prefix, then pkg-config (PKG_CONFIG_PATH);
 #   3. a Meson parent project with cogwheel as a subproject (a copy of the tracked files);
 #   4. a CMake parent project with add_subdirectory(<repo>).
+# Installs relocate: route 1 installs again with `cmake --install --prefix` elsewhere and route 2
+# moves its installed tree, each then used through pkg-config alone. Where hiredis is installed
+# the Redis client is built, so every route must also ship it: tests/install/redis_consumer.cpp
+# is built and run through cogwheel::redis, the cogwheel-redis pkg-config module and Meson's
+# dependency('cogwheel-redis').
 # Also checks that only libraries, headers and package files are installed, and that a
 # subproject builds no tests, examples or benchmarks. Build trees of cogwheel itself go under
 # build/install-*, everything else under one mktemp directory, removed at exit.
@@ -19,6 +24,9 @@ jobs=$(nproc)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cogwheel-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 check() { echo; echo "== $*"; }
+# The Redis client is built (and must be installed) where hiredis is.
+with_redis=false
+pkg-config --exists hiredis && with_redis=true
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # run_consumer <executable>: runs it; 77 counts as skipped, anything else non-zero fails.
 run_consumer() {
@@ -38,11 +46,34 @@ check_installed() {
   done
   [ -f "$prefix/include/cogwheel/cogwheel.hpp" ] || fail "<cogwheel/cogwheel.hpp> not installed"
   [ -f "$prefix/include/cogwheel/timer/wheel.hpp" ] || fail "<cogwheel/timer/wheel.hpp> not installed"
+  [ -n "$(find "$prefix" -name cogwheel.pc -print -quit)" ] || fail "cogwheel.pc not installed"
+  if $with_redis; then
+    [ -n "$(find "$prefix" -name "libcogwheel_redis.*" -print -quit)" ] || fail "libcogwheel_redis not installed"
+    [ -f "$prefix/include/cogwheel/redis/client.hpp" ] || fail "<cogwheel/redis/client.hpp> not installed"
+    [ -n "$(find "$prefix" -name cogwheel-redis.pc -print -quit)" ] || fail "cogwheel-redis.pc not installed"
+  fi
   if [ -d "$prefix/bin" ] || [ -n "$(find "$prefix" -type f -perm -u+x ! -name '*.so*' -print -quit)" ]; then
     fail "something executable was installed under $prefix (tests, examples or benchmarks?)"
   fi
   echo "installed: $(find "$prefix" -type f -path '*/lib*' | sed "s|^$prefix/||" | sort | tr '\n' ' ')"
   echo "           + $(find "$prefix/include" -name '*.hpp' | wc -l) headers under include/cogwheel"
+}
+# pkgconfig_consumers <prefix> <output stem>: builds and runs consumer.cpp through cogwheel.pc
+# and, with the Redis client, redis_consumer.cpp through cogwheel-redis.pc, both found in
+# <prefix> only.
+pkgconfig_consumers() {
+  local pc
+  pc=$(find "$1" -name cogwheel.pc -print -quit)
+  PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export PKG_CONFIG_PATH
+  echo "pkg-config --cflags --libs cogwheel: $(pkg-config --cflags --libs cogwheel)"
+  bash tests/install/pkgconfig/build.sh "$2"
+  if $with_redis; then
+    bash tests/install/pkgconfig/build.sh "$2-redis" tests/install/redis_consumer.cpp cogwheel-redis
+  fi
+  unset PKG_CONFIG_PATH
+  run_consumer "$2"
+  if $with_redis; then run_consumer "$2-redis"; fi
 }
 
 check "1. cmake --install, find_package(cogwheel) from a consumer project"
@@ -56,14 +87,23 @@ cmake -S tests/install/cmake -B "$tmp/consumer-cmake" -G Ninja -DCMAKE_BUILD_TYP
   -DCMAKE_PREFIX_PATH="$tmp/cmake-prefix" >/dev/null
 grep -q "cogwheel_DIR:PATH=$tmp/cmake-prefix/" "$tmp/consumer-cmake/CMakeCache.txt" \
   || fail "find_package(cogwheel) did not use the installed package"
-cmake --build "$tmp/consumer-cmake" >/dev/null
+cmake --build "$tmp/consumer-cmake" >"$tmp/consumer-cmake.log" || { cat "$tmp/consumer-cmake.log"; fail "the find_package consumer did not build"; }
 run_consumer "$tmp/consumer-cmake/consumer"
-# The CMake install ships cogwheel.pc too: a user of that route who builds with pkg-config.
-pc=$(find "$tmp/cmake-prefix" -name cogwheel.pc -print -quit)
-[ -n "$pc" ] || fail "cogwheel.pc not installed by cmake --install"
-PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
-  bash tests/install/pkgconfig/build.sh "$tmp/consumer-cmake-pkgconfig"
-run_consumer "$tmp/consumer-cmake-pkgconfig"
+if $with_redis; then
+  [ -x "$tmp/consumer-cmake/redis_consumer" ] || fail "find_package(cogwheel) gave no cogwheel::redis"
+  run_consumer "$tmp/consumer-cmake/redis_consumer"
+fi
+# The CMake install ships cogwheel.pc (and cogwheel-redis.pc) too: a user of that route who
+# builds with pkg-config.
+pkgconfig_consumers "$tmp/cmake-prefix" "$tmp/consumer-cmake-pkgconfig"
+
+check "1b. cmake --install --prefix elsewhere (not the configured prefix), used through pkg-config"
+cmake --install build/install-cmake --prefix "$tmp/elsewhere" >/dev/null
+check_installed "$tmp/elsewhere"
+if grep -rq "$tmp/cmake-prefix" "$tmp/elsewhere"; then
+  fail "files installed elsewhere still name the configured prefix: $(grep -rl "$tmp/cmake-prefix" "$tmp/elsewhere")"
+fi
+pkgconfig_consumers "$tmp/elsewhere" "$tmp/consumer-elsewhere"
 
 check "2. meson install, cogwheel.pc through pkg-config"
 meson_options=(-Dbuildtype=release "-Dprefix=$tmp/meson-prefix" -Dtests=false -Dexamples=false -Dbench=false)
@@ -75,43 +115,45 @@ fi
 meson compile -C build/install-meson -j "$jobs" >/dev/null
 meson install -C build/install-meson --quiet >/dev/null
 check_installed "$tmp/meson-prefix"
-pc=$(find "$tmp/meson-prefix" -name cogwheel.pc -print -quit)
-[ -n "$pc" ] || fail "cogwheel.pc not installed"
-PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export PKG_CONFIG_PATH
-echo "pkg-config --cflags --libs cogwheel: $(pkg-config --cflags --libs cogwheel)"
-bash tests/install/pkgconfig/build.sh "$tmp/consumer-pkgconfig"
-unset PKG_CONFIG_PATH
-run_consumer "$tmp/consumer-pkgconfig"
+# Moved after the install: the .pc files find the prefix from where they are.
+mv "$tmp/meson-prefix" "$tmp/meson-moved"
+pkgconfig_consumers "$tmp/meson-moved" "$tmp/consumer-pkgconfig"
 
 check "3. Meson parent project, cogwheel as a subproject"
 parent=$tmp/meson-parent
 mkdir -p "$parent/subprojects/cogwheel"
-cp tests/install/meson-subproject/meson.build tests/install/consumer.cpp "$parent/"
+cp tests/install/meson-subproject/meson.build tests/install/consumer.cpp tests/install/redis_consumer.cpp "$parent/"
 # The tracked files as they are in the working tree: what a checkout would give.
 git ls-files -z | while IFS= read -r -d '' f; do
   [ -e "$f" ] && printf '%s\0' "$f"
 done | xargs -0 cp --parents -t "$parent/subprojects/cogwheel"
-meson setup "$tmp/meson-parent-build" "$parent" --force-fallback-for=cogwheel >/dev/null
+meson setup "$tmp/meson-parent-build" "$parent" --force-fallback-for=cogwheel,cogwheel-redis >/dev/null
 meson compile -C "$tmp/meson-parent-build" -j "$jobs" >/dev/null
 targets=$(meson introspect "$tmp/meson-parent-build" --targets |
   python3 -c 'import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 echo "targets: $targets"
-# cogwheel_redis joins them where hiredis is installed (an optional library, not a program).
-targets=$(echo "$targets" | sed 's/ cogwheel_redis//')
+# cogwheel_redis joins them where hiredis is installed (an optional library, not a program),
+# and so does the consumer of the Redis client.
+if $with_redis; then
+  [[ " $targets " == *" cogwheel_redis "* && " $targets " == *" redis_consumer "* ]] \
+    || fail "the subproject gave no dependency('cogwheel-redis')"
+fi
+targets=$(echo "$targets" | sed 's/ cogwheel_redis//; s/ redis_consumer//')
 [ "$targets" = "cogwheel_io cogwheel_runtime cogwheel_timer consumer consumer_get_variable" ] \
   || fail "the subproject built more than its libraries"
 run_consumer "$tmp/meson-parent-build/consumer"
 run_consumer "$tmp/meson-parent-build/consumer_get_variable"
+if $with_redis; then run_consumer "$tmp/meson-parent-build/redis_consumer"; fi
 
 check "4. CMake parent project, add_subdirectory(cogwheel)"
 cmake -S tests/install/cmake -B "$tmp/consumer-subdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCOGWHEEL_SOURCE_DIR="$repo" >/dev/null
 for t in $(ninja -C "$tmp/consumer-subdir" -t targets all | sed -n 's/^\(.*\): CXX_EXECUTABLE_LINKER.*/\1/p'); do
-  [ "$t" = consumer ] || fail "the add_subdirectory build defines executable $t"
+  [ "$t" = consumer ] || [ "$t" = redis_consumer ] || fail "the add_subdirectory build defines executable $t"
 done
 cmake --build "$tmp/consumer-subdir" -j "$jobs" >/dev/null
 run_consumer "$tmp/consumer-subdir/consumer"
+if $with_redis; then run_consumer "$tmp/consumer-subdir/redis_consumer"; fi
 
 echo
 echo "== all install checks passed"

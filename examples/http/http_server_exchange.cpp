@@ -16,7 +16,8 @@ constexpr std::size_t busy_buffer_bytes = 16 * 1024;
 constexpr std::size_t max_pending_output = 64 * 1024;
 
 connection_header header_for(const request_parser& p) noexcept {
-  return p.keep_alive() ? connection_header::none : connection_header::close;
+  if (!p.keep_alive()) return connection_header::close;
+  return p.keep_alive_needs_saying() ? connection_header::keep_alive : connection_header::none;
 }
 
 }  // namespace

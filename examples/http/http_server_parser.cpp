@@ -17,6 +17,31 @@ void append_lower(std::string& to, const char* at, std::size_t n) {
     to.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(at[i]))));
 }
 
+// RFC 9110 §5.1: a field name is a token. http_parser lets spaces through ("Content-Length :"),
+// and honours the header so named.
+bool is_token_char(char c) noexcept {
+  const auto u = static_cast<unsigned char>(c);
+  return std::isalnum(u) != 0 || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+// RFC 9112 §3.2.2: a server MUST accept a target in absolute form ("http://host:80/path"); it is
+// routed by its path ("http://host" alone means "/"). Any other target is left as it is.
+void strip_absolute_form(std::string& path) {
+  const std::string_view target(path);
+  const std::size_t scheme_end = target.find("://");
+  if (scheme_end == std::string_view::npos) return;
+  const auto is = [&](std::string_view scheme) {
+    return scheme_end == scheme.size() &&
+           std::equal(scheme.begin(), scheme.end(), target.begin(),
+                      [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); });
+  };
+  if (!is("http") && !is("https")) return;
+  const std::string_view rest = target.substr(scheme_end + 3);
+  const std::size_t slash = rest.find('/');
+  std::string routed(slash == std::string_view::npos ? std::string_view("/") : rest.substr(slash));
+  path.swap(routed);
+}
+
 std::string_view trimmed(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -31,27 +56,46 @@ request_parser::request_parser(parser_limits limits) noexcept : limits_(limits) 
 }
 
 request_parser::step request_parser::feed(std::string_view data) noexcept {
-  http_parser_pause(&parser_, 0);
-  const bool in_head = !in_body();  // then this feed ends at the end of the head at the latest
-  const std::size_t n = http_parser_execute(&parser_, &settings(), data.data(), data.size());
-  const http_errno err = HTTP_PARSER_ERRNO(&parser_);
-  if (in_head && in_message_ && (err == HPE_OK || err == HPE_PAUSED)) {
-    // Paused at the end of the head, the parser has not consumed the head's final LF yet.
-    head_bytes_ += n + (err == HPE_PAUSED ? 1 : 0);
-    if (head_bytes_ > limits_.max_header_bytes) {
-      status_ = 431;
-      return {event::failed, n};
+  std::size_t used = 0;
+  for (;;) {
+    http_parser_pause(&parser_, 0);
+    const bool in_head = !in_body();  // then this run ends at the end of the head at the latest
+    const bool trailing = in_trailers_;
+    const std::size_t n = http_parser_execute(&parser_, &settings(), data.data() + used, data.size() - used);
+    used += n;
+    const http_errno err = HTTP_PARSER_ERRNO(&parser_);
+    const bool going = err == HPE_OK || err == HPE_PAUSED;
+    if (in_head && in_message_ && going) {
+      // Paused at the end of the head, the parser has not consumed the head's final LF yet.
+      head_bytes_ += n + (err == HPE_PAUSED ? 1 : 0);
+      if (head_bytes_ > limits_.max_header_bytes) {
+        status_ = 431;
+        return {event::failed, used};
+      }
     }
+    if (trailing && going) {  // http_parser alone would take 80 KiB of trailers
+      trailer_bytes_ += n;
+      if (trailer_bytes_ > limits_.max_header_bytes) {
+        status_ = 431;
+        return {event::failed, used};
+      }
+    }
+    if (err == HPE_PAUSED && trailers_begin_) {  // the last chunk ended: count from here on
+      trailers_begin_ = false;
+      in_trailers_ = true;
+      if (used == data.size()) return {event::need_more, used};  // a length of 0 would mean EOF
+      continue;
+    }
+    if (err == HPE_OK) return {event::need_more, used};
+    // Paused by on_headers_complete (the request goes on) or by on_message_complete.
+    if (err == HPE_PAUSED) return {in_message_ ? event::head_done : event::message_done, used};
+    if (status_ == 0) {
+      if (err == HPE_HEADER_OVERFLOW) status_ = 431;
+      else if (err == HPE_INVALID_TRANSFER_ENCODING || bad_transfer_encoding_) status_ = 501;
+      else status_ = 400;
+    }
+    return {event::failed, used};
   }
-  if (err == HPE_OK) return {event::need_more, n};
-  // Paused by on_headers_complete (the request goes on) or by on_message_complete.
-  if (err == HPE_PAUSED) return {in_message_ ? event::head_done : event::message_done, n};
-  if (status_ == 0) {
-    if (err == HPE_HEADER_OVERFLOW) status_ = 431;
-    else if (err == HPE_INVALID_TRANSFER_ENCODING || bad_transfer_encoding_) status_ = 501;
-    else status_ = 400;
-  }
-  return {event::failed, n};
 }
 
 int request_parser::on_message_begin(http_parser* p) noexcept {
@@ -71,6 +115,9 @@ int request_parser::on_message_begin(http_parser* p) noexcept {
   r.keep_body_ = false;
   r.bad_transfer_encoding_ = false;
   r.in_query_ = false;
+  r.trailer_bytes_ = 0;
+  r.trailers_begin_ = false;
+  r.in_trailers_ = false;
   return 0;
 }
 
@@ -95,6 +142,12 @@ int request_parser::on_header_field(http_parser* p, const char* at, std::size_t 
     r.field_done_ = false;
     r.watching_ = watched::none;
   }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!is_token_char(at[i])) {
+      r.status_ = 400;
+      return -1;
+    }
+  }
   append_lower(r.field_, at, n);
   return 0;
 }
@@ -115,6 +168,7 @@ int request_parser::on_headers_complete(http_parser* p) noexcept {
   request_parser& r = self(p);
   if (r.field_done_) on_header_field(p, nullptr, 0);  // closes the last header's value
   r.head_done_ = true;
+  strip_absolute_form(r.path_);
   r.keep_alive_ = http_should_keep_alive(p) != 0;
   if (r.bad_transfer_encoding_) {
     r.status_ = 501;
@@ -142,9 +196,20 @@ int request_parser::on_body(http_parser* p, const char* at, std::size_t n) noexc
   return 0;
 }
 
+int request_parser::on_chunk_header(http_parser* p) noexcept {
+  // The last chunk (size 0): what follows up to the end of the request is the trailer section.
+  // Pausing here lets feed() count its bytes from the first one.
+  if (p->content_length == 0) {
+    self(p).trailers_begin_ = true;
+    http_parser_pause(p, 1);
+  }
+  return 0;
+}
+
 int request_parser::on_message_complete(http_parser* p) noexcept {
   request_parser& r = self(p);
   r.in_message_ = false;
+  r.in_trailers_ = false;
   http_parser_pause(p, 1);
   return 0;
 }
@@ -159,6 +224,7 @@ const http_parser_settings& request_parser::settings() noexcept {
     x.on_header_value = &request_parser::on_header_value;
     x.on_headers_complete = &request_parser::on_headers_complete;
     x.on_body = &request_parser::on_body;
+    x.on_chunk_header = &request_parser::on_chunk_header;
     x.on_message_complete = &request_parser::on_message_complete;
     return x;
   }();

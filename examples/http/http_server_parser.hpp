@@ -5,9 +5,13 @@
 //
 // Limits are checked as bytes arrive, not after: a head over max_header_bytes fails as soon as
 // its byte max_header_bytes + 1 is fed (431), a Content-Length over max_body_bytes at the end of
-// the head (413), a chunked body as soon as its decoded size passes the limit (413). A
-// Transfer-Encoding other than "chunked" is 501 (nginx does the same); every other malformed
-// input is 400.
+// the head (413), a chunked body as soon as its decoded size passes the limit (413), a chunked
+// body's trailer section as soon as it passes max_header_bytes (431). A Transfer-Encoding other
+// than "chunked" is 501 (nginx does the same); every other malformed input is 400, among them a
+// header name with whitespace before its colon (RFC 9112 §5.1: a server MUST reject it, since
+// another server on the path may read "Content-Length : 5" differently, the start of request
+// smuggling). A target in absolute form ("GET http://host/path", RFC 9112 §3.2.2) is routed by
+// its path.
 #pragma once
 
 #include <http_parser.h>
@@ -54,6 +58,11 @@ class request_parser {
   http_method method() const noexcept { return static_cast<http_method>(parser_.method); }
   std::string_view path() const noexcept { return path_; }
   bool keep_alive() const noexcept { return keep_alive_; }
+  // Whether the response must say "Connection: keep-alive": an HTTP/1.0 request that asked to be
+  // kept alive (1.0 closes unless told otherwise; ApacheBench -k waits for it).
+  bool keep_alive_needs_saying() const noexcept {
+    return keep_alive_ && parser_.http_major == 1 && parser_.http_minor == 0;
+  }
   bool expects_continue() const noexcept { return expect_continue_; }
   // Whether the head announced a body (Content-Length > 0 or chunked).
   bool has_body() const noexcept { return has_body_; }
@@ -71,6 +80,7 @@ class request_parser {
   static int on_header_value(http_parser* p, const char* at, std::size_t n) noexcept;
   static int on_headers_complete(http_parser* p) noexcept;
   static int on_body(http_parser* p, const char* at, std::size_t n) noexcept;
+  static int on_chunk_header(http_parser* p) noexcept;
   static int on_message_complete(http_parser* p) noexcept;
   static request_parser& self(http_parser* p) noexcept { return *static_cast<request_parser*>(p->data); }
 
@@ -81,6 +91,7 @@ class request_parser {
   parser_limits limits_;
   std::size_t head_bytes_ = 0;   // bytes of the current head parsed so far
   std::uint64_t body_bytes_ = 0;
+  std::size_t trailer_bytes_ = 0;  // bytes of the current chunked body's trailer section so far
   std::string path_;             // the request target up to '?', bounded by max_header_bytes
   std::string body_;
   std::string field_;            // the current header name, lower case, at most 32 bytes kept
@@ -95,6 +106,8 @@ class request_parser {
   bool keep_body_ = false;
   bool bad_transfer_encoding_ = false;
   bool in_query_ = false;
+  bool trailers_begin_ = false;  // on_chunk_header saw the last chunk and paused the parser
+  bool in_trailers_ = false;     // between the last chunk and the end of the request
   int status_ = 0;  // set by a callback that fails the request, else derived from the parser
 };
 

@@ -11,20 +11,6 @@ namespace {
 
 using namespace http_test;
 
-// Sends `request` in one write and reads until the server closes.
-closed_at exchange_once(const server_config& cfg, server_stats& stats, std::string request) {
-  closed_at out;
-  run(
-      [&]() -> task<void> {
-        auto client = co_await serve_one(cfg, stats);
-        CO_ASSERT_OK(client);
-        CO_ASSERT_OK(co_await client->write_all(bytes_of(request)));
-        out = co_await read_until_closed(*client, 30s);
-      }(),
-      paused());
-  return out;
-}
-
 // Pipelined: every kind of request, in one write; the last asks to close.
 const std::string pipeline =
     "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -95,17 +81,7 @@ TEST(http_requests, a_pipeline_split_at_every_byte_boundary_gets_the_same_answer
   const std::size_t step = pipeline.size() / static_cast<std::size_t>(scaled(static_cast<int>(pipeline.size())));
   for (std::size_t cut = 1; cut < pipeline.size(); cut += std::max<std::size_t>(step, 1)) {
     server_stats stats;
-    closed_at c;
-    run(
-        [&]() -> task<void> {
-          auto client = co_await serve_one(cfg, stats);
-          CO_ASSERT_OK(client);
-          CO_ASSERT_OK(co_await client->write_all(bytes_of(std::string_view(pipeline).substr(0, cut))));
-          co_await sleep_for(5ms);  // the server reads the first part on its own
-          CO_ASSERT_OK(co_await client->write_all(bytes_of(std::string_view(pipeline).substr(cut))));
-          c = co_await read_until_closed(*client, 30s);
-        }(),
-        paused());
+    const closed_at c = exchange_split(cfg, stats, pipeline, cut, 30s);
     EXPECT_EQ(without_dates(c.received), whole) << "split at byte " << cut;
     EXPECT_EQ(stats.requests, 6u) << "split at byte " << cut;
   }

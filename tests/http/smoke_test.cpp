@@ -1,5 +1,6 @@
 // The HTTP server against clients nobody here wrote, over real sockets and the real clock: curl
-// (a GET, an echo of a chunked upload) and a one-second wrk run. Skipped, reported as skipped,
+// (a GET, an echo of a chunked upload), a one-second wrk run and ApacheBench with keep-alive
+// (HTTP/1.0, which waits for the answer to say "Connection: keep-alive"). Skipped, reported as skipped,
 // when the tool is not installed.
 #include <gtest/gtest.h>
 
@@ -81,6 +82,17 @@ TEST(http_smoke, wrk_gets_only_successful_answers_for_a_second) {
   EXPECT_NE(out.find("requests in"), std::string::npos) << out;
   EXPECT_EQ(out.find("Non-2xx"), std::string::npos) << out;
   EXPECT_EQ(out.find("Socket errors"), std::string::npos) << out;
+}
+
+TEST(http_smoke, apachebench_with_keep_alive_completes_every_request) {
+  if (!installed("ab")) GTEST_SKIP() << "ab (apache2-utils) is not installed";
+  live_server server;
+  // ab -k waits for a keep-alive answer it never recognises until its own timeout (-s 5); the
+  // outer timeout stops it if it hangs anyway.
+  const std::string out = output_of("timeout 20 ab -k -s 5 -n 200 -c 4 " + server.url("/") + " 2>&1");
+  EXPECT_NE(out.find("Complete requests:      200"), std::string::npos) << out;
+  EXPECT_NE(out.find("Failed requests:        0"), std::string::npos) << out;
+  EXPECT_NE(out.find("Keep-Alive requests:    200"), std::string::npos) << out;
 }
 
 }  // namespace

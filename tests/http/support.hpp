@@ -87,6 +87,40 @@ inline std::vector<response> parse_responses(std::string_view all) {
   return out;
 }
 
+// Sends `request` in one write to a connection served on a loop of its own, and reads until the
+// server closes (or 30 s pass).
+inline closed_at exchange_once(const server_config& cfg, server_stats& stats, std::string request) {
+  closed_at out;
+  run(
+      [&]() -> task<void> {
+        auto client = co_await serve_one(cfg, stats);
+        CO_ASSERT_OK(client);
+        CO_ASSERT_OK(co_await client->write_all(bytes_of(request)));
+        out = co_await read_until_closed(*client, std::chrono::seconds(30));
+      }(),
+      paused());
+  return out;
+}
+
+// Sends `request` in two writes, split at byte `cut`, 5 ms apart (so that the server reads the
+// first part on its own), and reads until the server closes (or `limit` passes).
+inline closed_at exchange_split(const server_config& cfg, server_stats& stats, std::string_view request,
+                                std::size_t cut, clock::duration limit) {
+  closed_at out;
+  run(
+      [&]() -> task<void> {
+        auto client = co_await serve_one(cfg, stats);
+        CO_ASSERT_OK(client);
+        CO_ASSERT_OK(co_await client->write_all(bytes_of(request.substr(0, cut))));
+        co_await sleep_for(std::chrono::milliseconds(5));
+        // A refusal may close before the second part is written: that write's result is no test.
+        (void)co_await client->write_all(bytes_of(request.substr(cut)));
+        out = co_await read_until_closed(*client, limit);
+      }(),
+      paused());
+  return out;
+}
+
 inline std::string_view get_root = "GET / HTTP/1.1\r\nHost: test\r\n\r\n";
 
 }  // namespace cogwheel::http_test

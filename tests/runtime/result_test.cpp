@@ -1,4 +1,4 @@
-// result<T>: the expected-like carrier of ARCHITECTURE.md §6 and §7.
+// result<T>: the expected-like carrier of docs/contract.md (sections 1 and 2).
 #include <cogwheel/runtime/result.hpp>
 
 #include <gtest/gtest.h>

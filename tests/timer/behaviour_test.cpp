@@ -1,6 +1,6 @@
 // Named edge behaviours of the timer queues, each run on timer_wheel, timer_heap and on
 // timer_queue holding either (so timer_queue's dispatch runs the same checks). The contract:
-// ARCHITECTURE.md §3 and the comments of wheel.hpp, heap.hpp and node.hpp.
+// docs/design.md and the comments of wheel.hpp, heap.hpp and node.hpp.
 #include <cogwheel/timer/heap.hpp>
 #include <cogwheel/timer/node.hpp>
 #include <cogwheel/timer/queue.hpp>

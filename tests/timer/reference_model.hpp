@@ -1,5 +1,5 @@
 // The reference model of the timer-queue contract that differential_model.hpp checks the
-// queues against. It states the contract (ARCHITECTURE.md §3, wheel.hpp) in the plainest
+// queues against. It states the contract (docs/contract.md, wheel.hpp) in the plainest
 // terms, with its own arithmetic rather than tick_scale's:
 //   - a deadline converts to ticks rounding up, a current time rounding down, times before the
 //     clock's epoch to tick 0;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# tests/install/consumer.cpp built against an installed cogwheel through pkg-config alone, as a
-# user's Makefile would. Usage: [PKG_CONFIG_PATH=<prefix>/<libdir>/pkgconfig] build.sh <output>
+# A consumer program built against an installed cogwheel through pkg-config alone, as a user's
+# Makefile would. Usage: [PKG_CONFIG_PATH=<prefix>/<libdir>/pkgconfig] build.sh <output>
+#   [<source, default tests/install/consumer.cpp> <pkg-config module, default cogwheel>]
 set -euo pipefail
 here=$(dirname "$0")
-flags=$(pkg-config --cflags --libs cogwheel)
+flags=$(pkg-config --cflags --libs "${3:-cogwheel}")
 # shellcheck disable=SC2086  # $flags is a list of compiler arguments: split it
-${CXX:-c++} -std=c++20 -Wall -Wextra -Werror "$here/../consumer.cpp" -o "$1" $flags
+${CXX:-c++} -std=c++20 -Wall -Wextra -Werror "${2:-$here/../consumer.cpp}" -o "$1" $flags

@@ -1,32 +1,40 @@
-// The plumbing every awaitable of cogwheel shares: who to resume when an operation finishes
-// (continuation), and how a request to stop reaches the operation a task is suspended on
-// (stop_source, cancel_hook).
-//
-// Threading: all of it belongs to one core's loop thread.
+/// @file
+/// The plumbing every awaitable of cogwheel shares: who to resume when an operation finishes
+/// (continuation), and how a request to stop reaches the operation a task is suspended on
+/// (stop_source, cancel_hook).
+///
+/// Threading: all of it belongs to one core's loop thread.
 #pragma once
 
 #include <coroutine>
 
 namespace cogwheel {
 
-// Who runs when an operation completes: a coroutine, or a callback that decides (the
-// with_timeout and when_all awaiters, which are not coroutines). complete() returns the
-// coroutine to run next, for symmetric transfer or resume(). Public: an operation written
-// outside cogwheel (see operation.hpp) is handed one by start() and completes it exactly once.
+/// Who runs when an operation completes: a coroutine, or a callback that decides (the
+/// with_timeout and when_all awaiters, which are not coroutines). complete() returns the
+/// coroutine to run next, for symmetric transfer or resume(). Public: an operation written
+/// outside cogwheel (see operation.hpp) is handed one by start() and completes it exactly once.
 class continuation {
  public:
+  /// A callback continuation: decides, with its context, which coroutine runs next.
   using callback = std::coroutine_handle<> (*)(void* ctx) noexcept;
 
+  /// None: complete() returns std::noop_coroutine().
   continuation() noexcept = default;
+  /// Resumes the coroutine `h`.
   continuation(std::coroutine_handle<> h) noexcept : handle_(h) {}  // NOLINT: implicit
+  /// Calls fn(ctx), which returns the coroutine to run next.
   continuation(callback fn, void* ctx) noexcept : fn_(fn), ctx_(ctx) {}
 
+  /// Whether there is someone to resume.
   explicit operator bool() const noexcept { return fn_ != nullptr || handle_; }
 
-  // Where what complete() runs keeps its state (the coroutine frame, or the callback's
-  // context), for prefetching it before it runs; may be null.
+  /// Where what complete() runs keeps its state (the coroutine frame, or the callback's
+  /// context), for prefetching it before it runs; may be null.
   void* state_address() const noexcept { return fn_ != nullptr ? ctx_ : handle_.address(); }
 
+  /// Completes the operation: returns the coroutine to run next (resume it, or return it from
+  /// await_suspend for symmetric transfer). Called exactly once per start().
   std::coroutine_handle<> complete() const noexcept {
     if (fn_ != nullptr) return fn_(ctx_);
     return handle_ ? handle_ : std::noop_coroutine();
@@ -42,22 +50,22 @@ namespace detail {
 
 using cogwheel::continuation;
 
-// What an operation registers while a task is suspended on it, so a stop request can reach it.
+/// What an operation registers while a task is suspended on it, so a stop request can reach it.
 struct cancel_hook {
   void (*on_cancel)(cancel_hook&) noexcept = nullptr;
 };
 
-// A task chain's stop state. Single-threaded; lives in whoever started the chain (a
-// with_timeout or when_all awaiter, or nothing: a chain without a source cannot be stopped).
-//
-// Invariant: at most one hook is registered at a time: a task chain is suspended on one
-// operation (composites like when_all register themselves and give each child its own source).
+/// A task chain's stop state. Single-threaded; lives in whoever started the chain (a
+/// with_timeout or when_all awaiter, or nothing: a chain without a source cannot be stopped).
+///
+/// Invariant: at most one hook is registered at a time: a task chain is suspended on one
+/// operation (composites like when_all register themselves and give each child its own source).
 class stop_source {
  public:
   bool stop_requested() const noexcept { return requested_; }
 
-  // Asks the chain to stop: the registered operation, if any, is cancelled now; every later
-  // cancellable operation of the chain completes with errc::operation_canceled at once.
+  /// Asks the chain to stop: the registered operation, if any, is cancelled now; every later
+  /// cancellable operation of the chain completes with errc::operation_canceled at once.
   void request_stop() noexcept {
     if (requested_) return;
     requested_ = true;
@@ -77,8 +85,8 @@ class stop_source {
   cancel_hook* hook_ = nullptr;
 };
 
-// The stop source of the coroutine behind a handle, if its promise carries one (cogwheel's
-// task does; foreign coroutine types do not and are simply not cancellable).
+/// The stop source of the coroutine behind a handle, if its promise carries one (cogwheel's
+/// task does; foreign coroutine types do not and are simply not cancellable).
 template <class Promise>
 stop_source* stop_source_of(std::coroutine_handle<Promise> h) noexcept {
   if constexpr (requires(Promise& p) { { p.stop() } -> std::same_as<stop_source*>; })

@@ -1,19 +1,20 @@
-// deadline: a point in time that can be moved cheaply, e.g. a connection's idle deadline that
-// every received message pushes forward. It owns one timer in its core's queue, scheduled once;
-// reset() moves it in O(1) (a later expiry is applied lazily by the wheel: the node stays put
-// and is re-filed when its old slot comes due), so a message costs no list or heap surgery.
-//
-// with_deadline(op, d) makes `op` one of the deadline's waiters (any number: a connection's
-// reader and writer may share its idle deadline): when the timer fires, every operation
-// waiting on it is cancelled and completes with errc::timed_out. reset() moves the expiry for
-// all of them. Waiters are intrusive nodes in their awaiters: nothing is allocated.
-//
-// A deadline belongs to the core that created it: construct, reset and destroy it there.
-//
-// Expiry is deferred like every expiry: the timer callback only queues the deadline into the
-// loop's expired batch, and the waiters are told (their operations cancelled) when that batch
-// runs, right after the timer queue's advance(). A reset() in between (by an earlier entry of
-// the same batch) wins: the waiters are not told.
+/// @file
+/// deadline: a point in time that can be moved cheaply, e.g. a connection's idle deadline that
+/// every received message pushes forward. It owns one timer in its core's queue, scheduled once;
+/// reset() moves it in O(1) (a later expiry is applied lazily by the wheel: the node stays put
+/// and is re-filed when its old slot comes due), so a message costs no list or heap surgery.
+///
+/// with_deadline(op, d) makes `op` one of the deadline's waiters (any number: a connection's
+/// reader and writer may share its idle deadline): when the timer fires, every operation
+/// waiting on it is cancelled and completes with errc::timed_out. reset() moves the expiry for
+/// all of them. Waiters are intrusive nodes in their awaiters: nothing is allocated.
+///
+/// A deadline belongs to the core that created it: construct, reset and destroy it there.
+///
+/// Expiry is deferred like every expiry: the timer callback only queues the deadline into the
+/// loop's expired batch, and the waiters are told (their operations cancelled) when that batch
+/// runs, right after the timer queue's advance(). A reset() in between (by an earlier entry of
+/// the same batch) wins: the waiters are not told.
 #pragma once
 
 #include <chrono>
@@ -28,40 +29,47 @@
 namespace cogwheel {
 
 namespace detail {
-// What a deadline tells the operations waiting on it; a node of the deadline's waiter list.
+/// What a deadline tells the operations waiting on it; a node of the deadline's waiter list.
 struct deadline_waiter : list_link {
   void (*on_deadline)(deadline_waiter&) noexcept = nullptr;
 };
 }  // namespace detail
 
+/// A point in time that can be moved cheaply, waited on by any number of operations through
+/// with_deadline(op, d); see the top of deadline.hpp for the whole contract.
 class deadline : private timer::timer_node {
  public:
-  // Expires from_now after the current time. Precondition: called on a cogwheel loop thread.
+  /// Expires from_now after the current time. Precondition: called on a cogwheel loop thread.
   explicit deadline(clock::duration from_now);
-  // Any other duration type (hours::max() included) converts with saturation.
+  /// Any other duration type (hours::max() included) converts with saturation.
   template <class Rep, class Period>
   explicit deadline(std::chrono::duration<Rep, Period> from_now)
       : deadline(detail::saturating_duration(from_now)) {}
-  deadline(const deadline&) = delete;
-  deadline& operator=(const deadline&) = delete;
+  deadline(const deadline&) = delete;             ///< Not copyable: its timer is linked.
+  deadline& operator=(const deadline&) = delete;  ///< Not copyable: its timer is linked.
+  /// Cancels its timer. Precondition: no operation waits on it any more.
   ~deadline();
 
-  // Moves the expiry to from_now after the current time, later or earlier. O(1) on the wheel.
-  // A deadline that had expired becomes pending again.
+  /// Moves the expiry to from_now after the current time, later or earlier. O(1) on the wheel.
+  /// A deadline that had expired becomes pending again.
   void reset(clock::duration from_now);
+  /// Any other duration type (hours::max() included) converts with saturation.
   template <class Rep, class Period>
   void reset(std::chrono::duration<Rep, Period> from_now) {
     reset(detail::saturating_duration(from_now));
   }
+  /// Moves the expiry to the time point `expiry`, later or earlier. O(1) on the wheel.
   void reset_to(clock::time_point expiry);
 
+  /// When it expires (or expired).
   clock::time_point expiry() const noexcept { return expiry_; }
-  // True once the expiry has passed: its timer fired, or the current time is past it.
+  /// True once the expiry has passed: its timer fired, or the current time is past it.
   bool expired() const noexcept;
 
-  // For with_deadline. Precondition of attach: !w.linked(). detach is a no-op for a waiter
-  // that is not waiting (e.g. one the expiry already released).
+  /// For with_deadline: makes `w` a waiter, told at expiry. Precondition: !w.linked(). detach()
+  /// is a no-op for a waiter that is not waiting (e.g. one the expiry already released).
   void attach(detail::deadline_waiter& w) noexcept { waiters_.push_back(w); }
+  /// See attach().
   void detach(detail::deadline_waiter& w) noexcept { w.unlink(); }
 
  private:

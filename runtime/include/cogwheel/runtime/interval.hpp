@@ -1,4 +1,5 @@
-// interval: periodic ticks on a fixed grid (start + k * period), so they never drift.
+/// @file
+/// interval: periodic ticks on a fixed grid (start + k * period), so they never drift.
 #pragma once
 
 #include <chrono>
@@ -11,22 +12,27 @@
 
 namespace cogwheel {
 
-// Periodic ticks on a fixed grid (start + k * period), so they never drift. If the loop was
-// busy and ticks were missed, next() completes at once for the latest missed grid point and the
-// following tick is the next grid point after now: missed ticks are skipped, not replayed in a
-// burst; missed_ticks() counts them.
+/// Periodic ticks on a fixed grid (start + k * period), so they never drift. If the loop was
+/// busy and ticks were missed, next() completes at once for the latest missed grid point and the
+/// following tick is the next grid point after now: missed ticks are skipped, not replayed in a
+/// burst; missed_ticks() counts them.
 class interval {
  public:
-  // The first tick is one period from now. Precondition: period > 0.
+  /// The first tick is one period from now. Precondition: period > 0.
   explicit interval(clock::duration period);
 
+  /// What next() returns: an operation (operation.hpp) that completes at the next grid point.
   class tick_operation : public operation<tick_operation> {
    public:
+    /// Waits for the grid point `at` of `owner`.
     tick_operation(interval& owner, clock::time_point at) noexcept : owner_(&owner), sleep_(at) {}
+    /// The operation protocol (operation.hpp): starts the wait.
     std::coroutine_handle<> start(detail::continuation c) { return sleep_.start(c); }
+    /// The operation protocol: ends the wait at the next iteration.
     void cancel() noexcept { sleep_.cancel(); }
-    // A tick cut short before its grid point (a timeout, a stop) is no tick: the grid stays
-    // put and the next next() waits for the same point, instead of silently losing it.
+    /// The operation protocol: the outcome. A tick cut short before its grid point (a timeout,
+    /// a stop) is no tick: the grid stays put and the next next() waits for the same point,
+    /// instead of silently losing it.
     void result() noexcept {
       if (detail::current_time() >= sleep_.deadline()) owner_->advance_grid();
     }
@@ -36,11 +42,14 @@ class interval {
     sleep_operation sleep_;
   };
 
-  // Completes at the next grid point.
+  /// Completes at the next grid point.
   tick_operation next() noexcept { return tick_operation(*this, next_); }
 
+  /// The period given at construction.
   clock::duration period() const noexcept { return period_; }
+  /// The grid point the next next() waits for.
   clock::time_point next_tick() const noexcept { return next_; }
+  /// How many grid points were skipped because the loop was busy past them.
   std::uint64_t missed_ticks() const noexcept { return missed_; }
 
  private:

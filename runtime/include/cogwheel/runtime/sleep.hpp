@@ -1,5 +1,6 @@
-// sleep_for, sleep_until and yield. A sleep is a timer_node inside the awaiter, i.e. inside the
-// coroutine frame: registering it in the core's wheel (or heap) allocates nothing.
+/// @file
+/// sleep_for, sleep_until and yield. A sleep is a timer_node inside the awaiter, i.e. inside the
+/// coroutine frame: registering it in the core's wheel (or heap) allocates nothing.
 #pragma once
 
 #include <chrono>
@@ -12,21 +13,26 @@
 
 namespace cogwheel {
 
-// Completes when the core's timer queue reaches its deadline (never before; at most one tick
-// after). A deadline in the past completes at the next loop iteration. Cancelling it (a stop
-// request, or with_timeout) completes it at the next iteration.
+/// Completes when the core's timer queue reaches its deadline (never before; at most one tick
+/// after). A deadline in the past completes at the next loop iteration. Cancelling it (a stop
+/// request, or with_timeout) completes it at the next iteration.
 class sleep_operation : public operation<sleep_operation>, private timer::timer_node {
  public:
+  /// Sleeps until `deadline`.
   explicit sleep_operation(clock::time_point deadline) noexcept
       : timer_node(&sleep_operation::on_expire), deadline_(deadline) {}
+  /// Moves a sleep that has not started.
   sleep_operation(sleep_operation&& o) noexcept
       : operation(std::move(o)), timer_node(&sleep_operation::on_expire), deadline_(o.deadline_) {}
+  /// Removes its timer if it is still filed.
   ~sleep_operation() {
     if (loop_ != nullptr) detail::cancel_timer(*loop_, *this);
   }
 
+  /// When it completes.
   clock::time_point deadline() const noexcept { return deadline_; }
 
+  /// The operation protocol (operation.hpp): files the timer.
   std::coroutine_handle<> start(detail::continuation c) {
     loop_ = &detail::current_loop();
     continuation_ = c;
@@ -36,10 +42,12 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
     detail::schedule_timer(*loop_, *this, deadline_ <= detail::loop_now(*loop_) ? clock::time_point::min() : deadline_);
     return std::noop_coroutine();
   }
+  /// The operation protocol: completes the sleep at the next iteration.
   void cancel() noexcept {
     // Re-file at a past deadline: it completes through the ordinary expiry at the next advance.
     if (loop_ != nullptr && scheduled()) detail::reschedule_timer(*loop_, *this, clock::time_point::min());
   }
+  /// The operation protocol: a sleep has no outcome.
   void result() const noexcept {}
 
  private:
@@ -54,31 +62,37 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
   detail::ready_node expired_;  // unlinks itself if the frame goes before the batch is resumed
 };
 
-// Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that
-// now + d overflows sleeps until time_point::max() (forever, in practice).
+/// Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that
+/// now + d overflows sleeps until time_point::max() (forever, in practice).
 inline sleep_operation sleep_for(clock::duration d) noexcept {
   if (d <= clock::duration::zero()) return sleep_operation(clock::time_point::min());  // due now
   return sleep_operation(detail::saturating_add(detail::current_time(), d));
 }
-// Any other duration type (hours::max() included) converts with saturation.
+/// Any other duration type (hours::max() included) converts with saturation.
 template <class Rep, class Period>
 sleep_operation sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
   return sleep_for(detail::saturating_duration(d));
 }
 
+/// Sleeps until t (a t in the past completes at the next loop iteration).
 inline sleep_operation sleep_until(clock::time_point t) noexcept { return sleep_operation(t); }
 
-// Lets every other ready coroutine, expired timer and completion run, then resumes.
+/// Lets every other ready coroutine, expired timer and completion run, then resumes.
 class yield_awaiter {
  public:
+  /// The awaiter protocol: always suspends.
   bool await_ready() const noexcept { return false; }
+  /// The awaiter protocol: queues `h` behind everything ready.
   void await_suspend(std::coroutine_handle<> h) noexcept { detail::post(detail::current_loop(), node_, h); }
+  /// The awaiter protocol: nothing to return.
   void await_resume() const noexcept {}
 
  private:
   detail::ready_node node_;
 };
 
+/// Lets every other ready coroutine, expired timer and completion run, then resumes. Not cut
+/// short by a stop request or a timeout: it completes at the next iteration anyway.
 inline yield_awaiter yield() noexcept { return {}; }
 
 }  // namespace cogwheel

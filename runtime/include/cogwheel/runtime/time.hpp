@@ -1,26 +1,31 @@
-// Time as cogwheel sees it: the clock, now() (paused-clock aware), and the saturating
-// arithmetic every deadline goes through, so that "sleep forever" (hours::max()) never wraps
-// around into "complete at once".
+/// @file
+/// Time as cogwheel sees it: the clock, now() (paused-clock aware), and the saturating
+/// arithmetic every deadline goes through, so that "sleep forever" (hours::max()) never wraps
+/// around into "complete at once".
 #pragma once
 
 #include <chrono>
 
+#include <cogwheel/timer/ticks.hpp>
+
 namespace cogwheel {
 
-using clock = std::chrono::steady_clock;
+/// The clock of every deadline, sleep and timeout: std::chrono::steady_clock, declared once
+/// (timer/ticks.hpp) for the timer queues and the runtime alike.
+using timer::clock;
 
-// The current time deadlines count from: clock::now(), or on a loop with a paused clock its
-// virtual time (which jumps to the next deadline when only timers can make progress). Outside
-// a loop: clock::now().
+/// The current time deadlines count from: clock::now(), or on a loop with a paused clock its
+/// virtual time (which jumps to the next deadline when only timers can make progress). Outside
+/// a loop: clock::now().
 clock::time_point now() noexcept;
 
 namespace detail {
 
-// now + d without overflow: saturates at time_point::max() / min().
+/// now + d without overflow: saturates at time_point::max() / min().
 clock::time_point saturating_add(clock::time_point now, clock::duration d) noexcept;
 
-// d as a clock::duration, saturating at its min()/max() instead of overflowing: the implicit
-// conversion of e.g. hours::max() to nanoseconds wraps around to a negative duration.
+/// d as a clock::duration, saturating at its min()/max() instead of overflowing: the implicit
+/// conversion of e.g. hours::max() to nanoseconds wraps around to a negative duration.
 template <class Rep, class Period>
 constexpr clock::duration saturating_duration(std::chrono::duration<Rep, Period> d) noexcept {
   // long double holds every clock::duration count exactly (64-bit mantissa), so these

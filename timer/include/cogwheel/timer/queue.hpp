@@ -1,5 +1,5 @@
-// timer_queue: a wheel or a heap chosen at run time, so one program (the runtime, a benchmark)
-// runs identical work on either. Dispatch is one well-predicted branch, no virtual call.
+/// @file
+/// timer_queue: a timer_wheel or a timer_heap chosen at run time.
 #pragma once
 
 #include <variant>
@@ -10,6 +10,9 @@
 
 namespace cogwheel::timer {
 
+/// A timer_wheel or a timer_heap chosen at run time, so one program (the runtime, a benchmark)
+/// runs identical work on either. Dispatch is one well-predicted branch, no virtual call. Each
+/// member has the contract of the same member of timer_wheel (wheel.hpp) and timer_heap.
 class timer_queue {
   template <class F>
   decltype(auto) visit(F&& f) {
@@ -23,6 +26,7 @@ class timer_queue {
   }
 
  public:
+  /// A queue of `kind` whose time starts at `start`, counting in ticks of `tick`.
   explicit timer_queue(timer_kind kind = timer_kind::wheel,
                        clock::duration tick = std::chrono::milliseconds(1),
                        clock::time_point start = {}) {
@@ -32,22 +36,34 @@ class timer_queue {
       queue_.emplace<timer_heap>(tick, start);
   }
 
+  /// Which queue this is.
   timer_kind kind() const noexcept {
     return std::holds_alternative<timer_wheel>(queue_) ? timer_kind::wheel : timer_kind::heap;
   }
 
+  /// Files n to fire at t. Precondition: !n.scheduled(). O(1) on the wheel, O(log n) on the heap.
   void schedule(timer_node& n, clock::time_point t) { visit([&](auto& q) { q.schedule(n, t); }); }
+  /// Removes n if it is pending; returns whether it was (a second cancel is a no-op).
   bool cancel(timer_node& n) noexcept { return visit([&](auto& q) { return q.cancel(n); }); }
+  /// Moves n's deadline to t, scheduling it if idle. O(1) on the wheel (a later deadline lazily).
   void reschedule(timer_node& n, clock::time_point t) {
     visit([&](auto& q) { q.reschedule(n, t); });
   }
+  /// Moves the queue's time to `now` and fires every timer due by then, in one batch; returns
+  /// how many fired. Precondition: not called from inside an expiry callback.
   std::size_t advance(clock::time_point now) { return visit([&](auto& q) { return q.advance(now); }); }
+  /// The earliest time at which advance() may have work, never later than the earliest
+  /// deadline; nullopt when empty.
   std::optional<clock::time_point> next_deadline() const noexcept {
     return visit([&](const auto& q) { return q.next_deadline(); });
   }
+  /// How many timers are pending.
   std::size_t size() const noexcept { return visit([](const auto& q) { return q.size(); }); }
+  /// Whether no timer is pending.
   bool empty() const noexcept { return size() == 0; }
+  /// The length of one tick.
   clock::duration tick() const noexcept { return visit([](const auto& q) { return q.tick(); }); }
+  /// The queue's time: the last tick advanced to.
   clock::time_point now() const noexcept { return visit([](const auto& q) { return q.now(); }); }
 
  private:

@@ -1,8 +1,9 @@
-// Conversion between steady_clock time points and the integer ticks timer queues work in.
-//
-// Contract: a deadline converts to ticks rounding UP and a current time rounding DOWN, so a
-// timer that fires at the first advance with now_tick >= deadline_tick never fires before its
-// time point, and fires at most one tick after it relative to the advancing timestamps.
+/// @file
+/// Conversion between steady_clock time points and the integer ticks timer queues work in.
+///
+/// Contract: a deadline converts to ticks rounding UP and a current time rounding DOWN, so a
+/// timer that fires at the first advance with now_tick >= deadline_tick never fires before its
+/// time point, and fires at most one tick after it relative to the advancing timestamps.
 #pragma once
 
 #include <chrono>
@@ -11,19 +12,23 @@
 
 namespace cogwheel::timer {
 
+/// The clock every timer queue counts in (the same as cogwheel::clock).
 using clock = std::chrono::steady_clock;
+/// A count of ticks since steady_clock's epoch.
 using tick_t = std::uint64_t;
 
-// Exact unsigned division by a divisor fixed at construction, without a DIV instruction on the
-// hot path: an estimate from a 64-bit reciprocal is at most one short, and one compare fixes it.
+/// Exact unsigned division by a divisor fixed at construction, without a DIV instruction on the
+/// hot path: an estimate from a 64-bit reciprocal is at most one short, and one compare fixes it.
 class tick_divider {
  public:
+  /// Divides by `divisor`. Precondition: divisor > 0.
   constexpr explicit tick_divider(std::uint64_t divisor) noexcept
       : divisor_(divisor), reciprocal_(divisor == 1 ? 0 : ~std::uint64_t{0} / divisor) {}
 
+  /// The divisor given at construction.
   constexpr std::uint64_t divisor() const noexcept { return divisor_; }
 
-  // floor(n / divisor) for every n.
+  /// floor(n / divisor) for every n.
   constexpr std::uint64_t floor_div(std::uint64_t n) const noexcept {
     if (divisor_ == 1) return n;
     // reciprocal_ = floor((2^64 - 1) / d) >= 2^64 / d - 1, so the estimate q is >= n / d - 1
@@ -33,7 +38,7 @@ class tick_divider {
     return q;
   }
 
-  // ceil(n / divisor) for every n.
+  /// ceil(n / divisor) for every n.
   constexpr std::uint64_t ceil_div(std::uint64_t n) const noexcept {
     const std::uint64_t q = floor_div(n);
     return q + (q * divisor_ != n ? 1 : 0);
@@ -44,29 +49,31 @@ class tick_divider {
   std::uint64_t reciprocal_;
 };
 
-// The tick of one timer queue: maps time points to ticks counted from steady_clock's epoch.
-// Time points before the epoch map to tick 0; ticks whose time point would overflow map to
-// clock::time_point::max().
+/// The tick of one timer queue: maps time points to ticks counted from steady_clock's epoch.
+/// Time points before the epoch map to tick 0; ticks whose time point would overflow map to
+/// clock::time_point::max().
 class tick_scale {
  public:
+  /// A scale of `tick` per tick. Throws std::invalid_argument unless tick > 0.
   explicit tick_scale(clock::duration tick)
       : tick_(tick), divider_(checked_count(tick)) {}
 
+  /// The length of one tick.
   clock::duration tick() const noexcept { return tick_; }
 
-  // The first tick at or after t (rounds up): a deadline.
+  /// The first tick at or after t (rounds up): a deadline.
   tick_t deadline_tick(clock::time_point t) const noexcept {
     const auto ns = t.time_since_epoch().count();
     return ns <= 0 ? 0 : divider_.ceil_div(static_cast<std::uint64_t>(ns));
   }
 
-  // The last tick at or before t (rounds down): the current time.
+  /// The last tick at or before t (rounds down): the current time.
   tick_t now_tick(clock::time_point t) const noexcept {
     const auto ns = t.time_since_epoch().count();
     return ns <= 0 ? 0 : divider_.floor_div(static_cast<std::uint64_t>(ns));
   }
 
-  // The time point at which tick `t` begins.
+  /// The time point at which tick `t` begins (time_point::max() when that would overflow).
   clock::time_point time_of(tick_t t) const noexcept {
     const auto max = static_cast<std::uint64_t>(clock::duration::max().count());
     const std::uint64_t d = divider_.divisor();

@@ -13,11 +13,10 @@
 #include <cogwheel/runtime/continuation.hpp>
 #include <cogwheel/runtime/detail/io_request.hpp>
 #include <cogwheel/runtime/detail/ready_queue.hpp>
+#include <cogwheel/runtime/time.hpp>
 #include <cogwheel/timer/node.hpp>
 
 namespace cogwheel {
-
-using clock = std::chrono::steady_clock;
 
 namespace detail {
 
