@@ -70,7 +70,7 @@ TEST(with_timeout, never_completing_operation_times_out) {
   }());
 }
 
-TEST(with_timeout, zero_or_negative_timeout_times_out_at_the_next_iteration) {
+TEST(with_timeout, zero_or_negative_timeout_times_out_at_once_without_starting) {
   run_paused([]() -> task<> {
     for (clock::duration d : {clock::duration::zero(), clock::duration(-1s)}) {
       const auto start = test::loop_now();
@@ -247,11 +247,10 @@ TEST(with_timeout, later_operations_of_a_stopped_task_complete_at_once) {
   }());
 }
 
-// README's exception to "observes cancellation at its next suspension point": yield() is not
-// cut short, it completes at the next iteration anyway. A task that yields in a loop under a
-// timeout keeps yielding after the timer fired, and its first cancellable suspension after
-// that (a sleep) completes at once; the caller gets timed_out when the task has finished.
-TEST(with_timeout, yields_of_a_stopped_task_go_on_and_its_next_sleep_completes_at_once) {
+// yield() in a stopped task resumes at once (without requeueing: deadline_scope_test counts
+// the iterations), and its next cancellable suspension (a sleep) completes at once; the caller
+// gets timed_out when the task has finished.
+TEST(with_timeout, yields_of_a_stopped_task_resume_at_once_and_its_next_sleep_completes_at_once) {
   run_paused([]() -> task<> {
     int yields_after_stop = 0;
     bool slept_long = false;
@@ -325,7 +324,7 @@ TEST(with_deadline, time_point_fires_at_that_time) {
   }());
 }
 
-TEST(with_deadline, time_point_in_the_past_times_out_at_the_next_iteration) {
+TEST(with_deadline, time_point_in_the_past_times_out_at_once_without_starting) {
   run_paused([]() -> task<> {
     const auto start = test::loop_now();
     result<void> r = co_await with_deadline(sleep_for(1h), start - 1s);
