@@ -24,6 +24,21 @@ using namespace std::chrono_literals;
 
 std::uint64_t submissions() { return loop_stats().submissions; }
 
+// A socket to send from and the address of another to send to, on loopback.
+struct sender {
+  udp_socket from;
+  udp_socket sink;
+  socket_address to;
+};
+result<sender> bind_sender() {
+  auto from = udp_socket::bind(socket_address::ipv4_loopback(0));
+  auto sink = udp_socket::bind(socket_address::ipv4_loopback(0));
+  if (!from || !sink) return errc::address_not_available;
+  auto to = sink->local_address();
+  if (!to) return to.error();
+  return sender{std::move(*from), std::move(*sink), *to};
+}
+
 TEST(deadline_io, a_receive_past_the_deadline_never_reaches_the_driver) {
   run([]() -> task<> {
     auto sock = udp_socket::bind(socket_address::ipv4_loopback(0));
@@ -50,21 +65,18 @@ TEST(deadline_io, a_receive_past_the_deadline_never_reaches_the_driver) {
 
 TEST(deadline_io, a_send_in_a_stopped_task_never_reaches_the_driver) {
   run([]() -> task<> {
-    auto a = udp_socket::bind(socket_address::ipv4_loopback(0));
-    auto b = udp_socket::bind(socket_address::ipv4_loopback(0));
-    if (!a || !b) {
-      ADD_FAILURE() << "bind failed";
+    auto pair = bind_sender();
+    if (!pair) {
+      ADD_FAILURE() << pair.error().message();
       co_return;
     }
-    auto to = b->local_address();
-    if (!to) co_return;
     std::uint64_t submitted = 99;
     result<std::size_t> sent{0};
     auto worker = [&]() -> task<> {
       co_await sleep_for(1h);  // the timeout fires here and stops the task
       const std::uint64_t before = submissions();
       const std::byte msg[4]{};
-      sent = co_await a->send_to(msg, *to);
+      sent = co_await pair->from.send_to(msg, pair->to);
       submitted = submissions() - before;
     };
     auto r = co_await with_timeout(worker(), 5ms);
@@ -76,19 +88,16 @@ TEST(deadline_io, a_send_in_a_stopped_task_never_reaches_the_driver) {
 
 TEST(deadline_io, inside_a_scope_that_has_not_run_out_the_operation_is_submitted) {
   run([]() -> task<> {
-    auto a = udp_socket::bind(socket_address::ipv4_loopback(0));
-    auto b = udp_socket::bind(socket_address::ipv4_loopback(0));
-    if (!a || !b) {
-      ADD_FAILURE() << "bind failed";
+    auto pair = bind_sender();
+    if (!pair) {
+      ADD_FAILURE() << pair.error().message();
       co_return;
     }
-    auto to = b->local_address();
-    if (!to) co_return;
     std::uint64_t submitted = 0;
     auto worker = [&]() -> task<result<std::size_t>> {
       const std::uint64_t before = submissions();
       const std::byte msg[4]{};
-      auto sent = co_await a->send_to(msg, *to);
+      auto sent = co_await pair->from.send_to(msg, pair->to);
       submitted = submissions() - before;
       co_return sent;
     };
