@@ -70,7 +70,7 @@ TEST(with_timeout, never_completing_operation_times_out) {
   }());
 }
 
-TEST(with_timeout, zero_or_negative_timeout_times_out_at_once_without_starting) {
+TEST(with_timeout, zero_or_negative_timeout_times_out_at_the_next_iteration) {
   run_paused([]() -> task<> {
     for (clock::duration d : {clock::duration::zero(), clock::duration(-1s)}) {
       const auto start = test::loop_now();
@@ -324,7 +324,7 @@ TEST(with_deadline, time_point_fires_at_that_time) {
   }());
 }
 
-TEST(with_deadline, time_point_in_the_past_times_out_at_once_without_starting) {
+TEST(with_deadline, time_point_in_the_past_times_out_at_the_next_iteration) {
   run_paused([]() -> task<> {
     const auto start = test::loop_now();
     result<void> r = co_await with_deadline(sleep_for(1h), start - 1s);

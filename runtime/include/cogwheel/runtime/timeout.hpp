@@ -19,9 +19,10 @@
 // A scope whose deadline is not earlier than that arms no timer: the scope around it fires
 // first, stops the task, and answers timed_out itself (this one answers operation_canceled, as
 // when its caller is stopped); if the deadline that came first is a movable `deadline`, a reset
-// that pushes it past this scope's makes this scope arm its timer then. When the deadline (its
-// own or one around it) has already passed, or the caller is already stopped, op is not started
-// at all: the caller gets timed_out (its own) or operation_canceled (one around it, or a stop).
+// that pushes it past this scope's makes this scope arm its timer then. When a scope around has
+// already run out, or the caller is already stopped, op is not started at all: the caller gets
+// operation_canceled (and an expired `deadline&` of its own: timed_out). An own time point
+// already past is raced as any other: the timer fires at the next iteration.
 //
 // shielded(op, grace) runs op outside every scope around it and unreached by the caller's stop:
 // cleanup that must run after the deadline (a close_notify, an acknowledgement), bounded by its
@@ -133,8 +134,10 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
       scope_.open(around, *deadline_);
     else
       scope_.open(around, at_);
-    // Past the deadline, nothing starts.
-    if (deadline_ != nullptr ? deadline_->expired() : at_ <= loop_now(*loop_)) {
+    // Past the deadline, nothing starts: a deadline object that has expired, or one of the
+    // scopes around. (A time point already past is still raced, as it always was: the timer
+    // fires at the next iteration, and a read that finds data there returns it.)
+    if (deadline_ != nullptr && deadline_->expired()) {
       fired_ = true;
       return h;
     }
@@ -280,7 +283,8 @@ clock::time_point deadline_after(std::chrono::duration<Rep, Period> d) noexcept 
 }
 }  // namespace detail
 
-// d <= 0 times out at once without starting op; a d so large that now + d overflows
+// d <= 0 times out at the next loop iteration unless op completes first (a task inside finds its
+// operations refused at once: its scope has run out); a d so large that now + d overflows
 // (hours::max() included: any duration type converts with saturation) never times out.
 template <class Op, class Rep, class Period>
 [[nodiscard]] auto with_timeout(Op&& op, std::chrono::duration<Rep, Period> d) {
