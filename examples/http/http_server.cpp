@@ -9,12 +9,14 @@
 //                    [--header-timeout-ms=60000] [--body-timeout-ms=60000]
 //                    [--keepalive-timeout-ms=75000] [--send-timeout-ms=60000]
 //                    [--max-header-bytes=8192] [--max-body-bytes=1048576] [--send-buffer-bytes=0]
-//                    [--idle-buffer-bytes=1024]
+//                    [--idle-buffer-bytes=1024] [--request-timeout-ms=0 (none)]
 //                    [--stats] [--no-pin]
 //   --send-buffer-bytes: SO_SNDBUF per connection (0: the kernel's autotuning), like nginx's
 //            `listen ... sndbuf=`.
 //   --idle-buffer-bytes: the read buffer a connection keeps between requests (a read must have
 //            its buffer while it waits, so an idle connection holds this much).
+//   --request-timeout-ms: one request's whole budget, from its head to its response
+//            (docs/deadlines.md); a request that overruns it is cut without a response.
 //   --stats: on SIGINT/SIGTERM print requests served, connections closed by each timeout, refused
 //            requests by status, kick lateness p50/p99/max and the process's CPU time.
 // Try: curl -v http://127.0.0.1:8080/ ; wrk -t1 -c50 -d5s http://127.0.0.1:8080/
@@ -60,10 +62,11 @@ task<void> return_memory(const server_stats& stats) {
 void print_stats(server_stats& total) {
   std::printf(
       "stats: connections=%" PRIu64 " requests=%" PRIu64 " header_timeouts=%" PRIu64 " body_timeouts=%" PRIu64
-      " keepalive_timeouts=%" PRIu64 " send_timeouts=%" PRIu64 " bad_requests=%" PRIu64 " (400=%" PRIu64
+      " keepalive_timeouts=%" PRIu64 " send_timeouts=%" PRIu64 " request_timeouts=%" PRIu64
+      " bad_requests=%" PRIu64 " (400=%" PRIu64
       " 413=%" PRIu64 " 431=%" PRIu64 " 501=%" PRIu64 ") not_found=%" PRIu64 "\n",
       total.connections, total.requests, total.header_timeouts, total.body_timeouts, total.keepalive_timeouts,
-      total.send_timeouts, total.bad_requests(), total.status_400, total.status_413, total.status_431,
+      total.send_timeouts, total.request_timeouts, total.bad_requests(), total.status_400, total.status_413, total.status_431,
       total.status_501, total.status_404);
   auto& late = total.kick_lateness_us;
   std::printf("stats: kicks=%zu kick_lateness_us p50=%u p99=%u max=%u\n", late.size(),
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   cfg.body_timeout = ms_flag(argc, argv, "body-timeout-ms", 60000);
   cfg.keepalive_timeout = ms_flag(argc, argv, "keepalive-timeout-ms", 75000);
   cfg.send_timeout = ms_flag(argc, argv, "send-timeout-ms", 60000);
+  cfg.request_timeout = ms_flag(argc, argv, "request-timeout-ms", 0);  // 0: no request budget
   const auto port = static_cast<std::uint16_t>(examples::flag_int(argc, argv, "port", 8080));
   const unsigned cores = static_cast<unsigned>(examples::flag_int(argc, argv, "cores", 0));
   const bool stats_wanted = examples::has_flag(argc, argv, "stats");

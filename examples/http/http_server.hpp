@@ -16,6 +16,12 @@
 //   send:      between two writes that make progress.
 // The header, body and keepalive phases share the connection's one `deadline` (the only
 // operation waiting on it is the connection's read); writes run under with_timeout.
+//
+// And one budget per request (docs/deadlines.md), when request_timeout is set: from the start
+// of a request's head (as the header timeout counts) to the end of its response. The
+// connection runs in a scope on a movable deadline reset at each request and pushed out while
+// the connection is idle, so its reads and writes, and anything a handler awaits, run under it
+// (co_await current_deadline()). A request that overruns it is cut without a response.
 #pragma once
 
 #include <chrono>
@@ -37,6 +43,7 @@ struct server_config {
   clock::duration body_timeout = std::chrono::seconds(60);
   clock::duration keepalive_timeout = std::chrono::seconds(75);
   clock::duration send_timeout = std::chrono::seconds(60);
+  clock::duration request_timeout{};  // one request's whole budget; zero: none
   // Bytes of the read buffer an idle connection keeps (it grows for a large head or a body and
   // shrinks back when the connection is idle again).
   std::size_t idle_buffer_bytes = 1024;
@@ -56,6 +63,7 @@ struct server_stats {
   std::uint64_t body_timeouts = 0;
   std::uint64_t keepalive_timeouts = 0;
   std::uint64_t send_timeouts = 0;
+  std::uint64_t request_timeouts = 0;  // requests cut by request_timeout
   std::uint64_t status_400 = 0, status_404 = 0, status_413 = 0, status_431 = 0, status_501 = 0;
   std::uint64_t open_connections = 0;
   // Microseconds from a timeout's expiry to the moment its connection was cut (read cancelled

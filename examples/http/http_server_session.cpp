@@ -51,6 +51,7 @@ server_stats& server_stats::operator+=(const server_stats& o) {
   body_timeouts += o.body_timeouts;
   keepalive_timeouts += o.keepalive_timeouts;
   send_timeouts += o.send_timeouts;
+  request_timeouts += o.request_timeouts;
   status_400 += o.status_400;
   status_404 += o.status_404;
   status_413 += o.status_413;
@@ -61,16 +62,11 @@ server_stats& server_stats::operator+=(const server_stats& o) {
   return *this;
 }
 
-task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats& stats) {
-  ++stats.connections;
-  ++stats.open_connections;
-  struct open_count {
-    server_stats& stats;
-    ~open_count() { --stats.open_connections; }
-  } counted{stats};
-  (void)s.set_nodelay(true);
-  if (cfg.send_buffer_bytes > 0) (void)s.set_send_buffer_size(static_cast<int>(cfg.send_buffer_bytes));
+namespace {
 
+// The connection's life; `request` (null without a request budget) is the deadline of the
+// scope it runs in, reset where each request's head starts and pushed out while idle.
+task<void> serve(tcp_stream& s, const server_config& cfg, server_stats& stats, deadline* request) {
   exchange ex(cfg, stats);
   deadline reading(cfg.header_timeout);  // the first request's head counts from the accept
   deadline sending(cfg.send_timeout);
@@ -116,11 +112,17 @@ task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats
       reading.reset(cfg.body_timeout);
     } else if (ex.in_head() || !ex.answered_any()) {
       w = waiting::head;
-      if (!head_armed) reading.reset(cfg.header_timeout);
+      if (!head_armed) {
+        reading.reset(cfg.header_timeout);
+        if (request != nullptr) request->reset(cfg.request_timeout);  // a request starts
+      }
       head_armed = true;
     } else {
       w = waiting::idle;
-      if (!idle_armed) reading.reset(cfg.keepalive_timeout);
+      if (!idle_armed) {
+        reading.reset(cfg.keepalive_timeout);
+        if (request != nullptr) request->reset(clock::duration::max());  // between requests
+      }
       idle_armed = true;
     }
 
@@ -145,6 +147,27 @@ task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats
     ex.received(*n);
     if (w == waiting::idle) idle_armed = false;  // the next request's head counts from its first byte
   }
+}
+
+}  // namespace
+
+task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats& stats) {
+  ++stats.connections;
+  ++stats.open_connections;
+  struct open_count {
+    server_stats& stats;
+    ~open_count() { --stats.open_connections; }
+  } counted{stats};
+  (void)s.set_nodelay(true);
+  if (cfg.send_buffer_bytes > 0) (void)s.set_send_buffer_size(static_cast<int>(cfg.send_buffer_bytes));
+  if (cfg.request_timeout <= clock::duration::zero()) {
+    co_await serve(s, cfg, stats, nullptr);
+    co_return;
+  }
+  // The first request's head counts from the accept, as the header timeout does.
+  deadline request(cfg.request_timeout);
+  auto r = co_await with_deadline(serve(s, cfg, stats, &request), request);
+  if (!r && r.error() == errc::timed_out) ++stats.request_timeouts;
 }
 
 }  // namespace http_example

@@ -18,9 +18,15 @@ void deadline::reset(clock::duration from_now) {
 }
 
 void deadline::reset_to(clock::time_point expiry) {
+  const bool later = expiry > expiry_;
   expiry_ = expiry;
   fired_ = false;
   detail::reschedule_timer(*loop_, *this, expiry_);
+  if (later && !dependents_.empty()) {
+    // Taken out first: a dependent that still comes after this deadline links itself again.
+    detail::intrusive_list<detail::deadline_waiter> told(std::move(dependents_));
+    told.drain([](detail::deadline_waiter& w) { w.on_deadline(w); });
+  }
 }
 
 bool deadline::expired() const noexcept { return fired_ || detail::current_time() >= expiry_; }

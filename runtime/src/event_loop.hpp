@@ -85,7 +85,15 @@ class event_loop {
   backend_kind backend() const noexcept { return driver_->kind(); }
 
   // Starts req on behalf of op (see loop_access.hpp): never fails, never completes inline.
-  void submit(io_completion& op, io_request& req) { driver_->submit(op, req); }
+  void submit(io_completion& op, io_request& req) {
+    ++stats_.submissions;
+    driver_->submit(op, req);
+  }
+  // Files n into the timer queue (counted).
+  void schedule_timer(timer::timer_node& n, clock::time_point at) {
+    ++stats_.timers_scheduled;
+    timers().schedule(n, at);
+  }
   // Asks the backend to cancel op's operation and blocks until op's final completion has been
   // dispatched to op (other completions are set aside for the next reap). For destructors of
   // awaiters whose coroutine frame is going away with the buffers the kernel may touch.

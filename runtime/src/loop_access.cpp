@@ -34,7 +34,7 @@ clock::time_point current_time() noexcept {
   return loop != nullptr ? loop->time().current_time() : clock::now();
 }
 
-void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) { loop.timers().schedule(n, at); }
+void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) { loop.schedule_timer(n, at); }
 void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) {
   loop.timers().reschedule(n, at);
 }

@@ -247,11 +247,10 @@ TEST(with_timeout, later_operations_of_a_stopped_task_complete_at_once) {
   }());
 }
 
-// README's exception to "observes cancellation at its next suspension point": yield() is not
-// cut short, it completes at the next iteration anyway. A task that yields in a loop under a
-// timeout keeps yielding after the timer fired, and its first cancellable suspension after
-// that (a sleep) completes at once; the caller gets timed_out when the task has finished.
-TEST(with_timeout, yields_of_a_stopped_task_go_on_and_its_next_sleep_completes_at_once) {
+// yield() in a stopped task resumes at once (without requeueing: deadline_scope_test counts
+// the iterations), and its next cancellable suspension (a sleep) completes at once; the caller
+// gets timed_out when the task has finished.
+TEST(with_timeout, yields_of_a_stopped_task_resume_at_once_and_its_next_sleep_completes_at_once) {
   run_paused([]() -> task<> {
     int yields_after_stop = 0;
     bool slept_long = false;

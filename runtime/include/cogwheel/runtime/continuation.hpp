@@ -1,7 +1,8 @@
 /// @file
 /// The plumbing every awaitable of cogwheel shares: who to resume when an operation finishes
 /// (continuation), and how a request to stop reaches the operation a task is suspended on
-/// (stop_source, cancel_hook).
+/// (stop_source, cancel_hook), and the deadline scopes around it (stop_source::scope(), see
+/// detail/deadline_scope.hpp).
 ///
 /// Threading: all of it belongs to one core's loop thread.
 #pragma once
@@ -50,6 +51,8 @@ namespace detail {
 
 using cogwheel::continuation;
 
+class deadline_scope;
+
 /// What an operation registers while a task is suspended on it, so a stop request can reach it.
 struct cancel_hook {
   void (*on_cancel)(cancel_hook&) noexcept = nullptr;
@@ -80,9 +83,15 @@ class stop_source {
     if (hook_ == &h) hook_ = nullptr;
   }
 
+  // The innermost deadline scope the chain runs in (nullptr: none), set by whoever starts the
+  // chain (a with_timeout on a task opens its own, when_all children share their parent's).
+  const deadline_scope* scope() const noexcept { return scope_; }
+  void set_scope(const deadline_scope* s) noexcept { scope_ = s; }
+
  private:
   bool requested_ = false;
   cancel_hook* hook_ = nullptr;
+  const deadline_scope* scope_ = nullptr;
 };
 
 /// The stop source of the coroutine behind a handle, if its promise carries one (cogwheel's

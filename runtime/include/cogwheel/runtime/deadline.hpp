@@ -1,7 +1,8 @@
 /// @file
 /// deadline: a point in time that can be moved cheaply, e.g. a connection's idle deadline that
 /// every received message pushes forward. It owns one timer in its core's queue, scheduled once;
-/// reset() moves it in O(1) (a later expiry is applied lazily by the wheel: the node stays put
+/// reset() moves it in O(1) (plus one step per nested scope that waits for it to move later, see
+/// add_dependent; usually none) (a later expiry is applied lazily by the wheel: the node stays put
 /// and is re-filed when its old slot comes due), so a message costs no list or heap surgery.
 ///
 /// with_deadline(op, d) makes `op` one of the deadline's waiters (any number: a connection's
@@ -71,6 +72,11 @@ class deadline : private timer::timer_node {
   void attach(detail::deadline_waiter& w) noexcept { waiters_.push_back(w); }
   /// See attach().
   void detach(detail::deadline_waiter& w) noexcept { w.unlink(); }
+  // For a scope nested in one that follows this deadline, which armed no timer because this
+  // deadline came first: w.on_deadline is called (once; w is unlinked first) when reset()
+  // pushes the expiry later, so that the scope arms its own timer if it now comes first.
+  // Precondition: !w.linked(). A reset that pulls the expiry in tells nobody.
+  void add_dependent(detail::deadline_waiter& w) noexcept { dependents_.push_back(w); }
 
  private:
   static void on_expire(timer::timer_node& n) noexcept;
@@ -81,6 +87,7 @@ class deadline : private timer::timer_node {
   clock::time_point expiry_;
   bool fired_ = false;
   detail::intrusive_list<detail::deadline_waiter> waiters_;  // the operations waiting on it
+  detail::intrusive_list<detail::deadline_waiter> dependents_;  // see add_dependent
 };
 
 }  // namespace cogwheel

@@ -21,15 +21,27 @@
 //
 // Deriving from operation<Op> gives such a type its co_await: awaiting registers with the
 // awaiting task's stop source, so a stop request (a timeout above it) reaches op.cancel().
+// And past the deadline, nothing waits: when the awaiting task is already asked to stop, or its
+// effective deadline (the earliest of the scopes around it, see docs/deadlines.md) has passed
+// by the loop's time, start() is not called at all; the awaiter resumes at once with
+// errc::operation_canceled (a result<T> outcome) or nothing (a void one). Nothing reaches the
+// kernel or the timer queue. (An op whose result() is neither void nor a result<T> cannot say
+// "cancelled": it is started and cancelled at once instead.)
+//   void op.bind_scope(const detail::deadline_scope*)
+//       Optional: called before start() with the awaiting task's innermost scope (or null), for
+//       an operation that carries the remaining budget somewhere (submit_to does).
 // Example: bench/idle_bench.cpp's mailbox, a receive that with_deadline can cut short.
 #pragma once
 
 #include <concepts>
 #include <coroutine>
+#include <type_traits>
 
 #include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/deadline_scope.hpp>
 #include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/detail/ready_queue.hpp>
+#include <cogwheel/runtime/result.hpp>
 
 namespace cogwheel {
 
@@ -66,6 +78,15 @@ class operation : private detail::cancel_hook {
   std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> h) {
     awaiting_ = h;
     stop_ = detail::stop_source_of(h);
+    if constexpr (can_say_cancelled()) {
+      if (stop_ != nullptr && detail::must_not_start(*stop_)) {
+        stop_ = nullptr;
+        not_started_ = true;
+        return h;  // resumes at once: await_resume says operation_canceled
+      }
+    }
+    if constexpr (requires(Op& op, const detail::deadline_scope* s) { op.bind_scope(s); })
+      self().bind_scope(stop_ != nullptr ? stop_->scope() : nullptr);
     if (stop_ != nullptr) {
       on_cancel = &operation::cancel_thunk;
       stop_->attach(*this);
@@ -75,7 +96,18 @@ class operation : private detail::cancel_hook {
     return next;
   }
 
-  decltype(auto) await_resume() { return self().result(); }
+  decltype(auto) await_resume() {
+    if constexpr (can_say_cancelled()) {
+      using outcome = decltype(self().result());
+      if (not_started_) {
+        if constexpr (std::is_void_v<outcome>)
+          return;
+        else
+          return outcome(errc::operation_canceled);
+      }
+    }
+    return self().result();
+  }
 
  protected:
   operation() noexcept = default;
@@ -87,6 +119,11 @@ class operation : private detail::cancel_hook {
 
  private:
   Op& self() noexcept { return static_cast<Op&>(*this); }
+  // Whether Op's outcome can be made up without starting it: void, or a result<T> by value.
+  static constexpr bool can_say_cancelled() noexcept {
+    using outcome = decltype(std::declval<Op&>().result());
+    return std::is_void_v<outcome> || is_result_v<outcome>;
+  }
   static void cancel_thunk(cancel_hook& h) noexcept {
     static_cast<operation&>(h).self().cancel();
   }
@@ -101,6 +138,7 @@ class operation : private detail::cancel_hook {
 
   std::coroutine_handle<> awaiting_;
   detail::stop_source* stop_ = nullptr;
+  bool not_started_ = false;  // past the deadline or stopped when awaited: start() never ran
 };
 
 }  // namespace cogwheel

@@ -77,13 +77,22 @@ sleep_operation sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
 /// Sleeps until t (a t in the past completes at the next loop iteration).
 inline sleep_operation sleep_until(clock::time_point t) noexcept { return sleep_operation(t); }
 
-/// Lets every other ready coroutine, expired timer and completion run, then resumes.
+/// Lets every other ready coroutine, expired timer and completion run, then resumes. In a task
+/// asked to stop, resumes at once without requeueing: the task is on its way out (a compute
+/// loop that yields also checks co_await stop_requested(), or it never ends).
 class yield_awaiter {
  public:
   /// The awaiter protocol: always suspends.
   bool await_ready() const noexcept { return false; }
-  /// The awaiter protocol: queues `h` behind everything ready.
-  void await_suspend(std::coroutine_handle<> h) noexcept { detail::post(detail::current_loop(), node_, h); }
+  /// The awaiter protocol: queues `h` behind everything ready (in a task asked to stop,
+  /// resumes at once instead).
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+    const detail::stop_source* s = detail::stop_source_of(h);
+    if (s != nullptr && s->stop_requested()) return false;
+    detail::post(detail::current_loop(), node_, std::coroutine_handle<>(h));
+    return true;
+  }
   /// The awaiter protocol: nothing to return.
   void await_resume() const noexcept {}
 

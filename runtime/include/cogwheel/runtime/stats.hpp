@@ -26,6 +26,9 @@ struct loop_stats {
   std::uint64_t remote_messages = 0;  // messages from other cores delivered (submit_to)
   std::uint64_t remote_wakeups = 0;   // times another core had to wake this loop from its
                                       // sleep in the kernel (at most one per burst of messages)
+  std::uint64_t timers_scheduled = 0;  // timers filed into the timer queue (sleeps, timeouts,
+                                       // deadlines; a reschedule is not counted)
+  std::uint64_t submissions = 0;       // I/O requests handed to the backend (io_uring or epoll)
 };
 }  // namespace detail
 

@@ -1,11 +1,14 @@
 // Observing cancellation from inside a task. Operations already complete early with
 // errc::operation_canceled once a stop is requested; a task that loops over sleeps or does
-// long computations between operations checks this to finish promptly.
+// long computations between operations checks this to finish promptly. current_deadline()
+// tells a task the budget it runs under (docs/deadlines.md).
 #pragma once
 
 #include <coroutine>
 
 #include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/deadline_scope.hpp>
+#include <cogwheel/runtime/time.hpp>
 
 namespace cogwheel {
 
@@ -27,5 +30,27 @@ class stop_requested_awaiter {
 };
 
 inline stop_requested_awaiter stop_requested() noexcept { return {}; }
+
+// co_await current_deadline() -> clock::time_point: the awaiting task's effective deadline,
+// the earliest of every scope around it (with_timeout/with_deadline on a task, inherited by
+// when_all children, none in a spawned task or inside shielded()); time_point::max() when
+// there is none. Never suspends. On the loop's clock (now()); the budget left is the
+// difference, e.g. to send along to another service.
+class current_deadline_awaiter {
+ public:
+  bool await_ready() const noexcept { return false; }
+  template <class Promise>
+  bool await_suspend(std::coroutine_handle<Promise> h) noexcept {
+    const detail::stop_source* s = detail::stop_source_of(h);
+    at_ = detail::deadline_scope::effective(s != nullptr ? s->scope() : nullptr);
+    return false;
+  }
+  clock::time_point await_resume() const noexcept { return at_; }
+
+ private:
+  clock::time_point at_ = clock::time_point::max();
+};
+
+inline current_deadline_awaiter current_deadline() noexcept { return {}; }
 
 }  // namespace cogwheel

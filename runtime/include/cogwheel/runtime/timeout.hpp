@@ -14,6 +14,20 @@
 // errc::timed_out. A task that must keep a value it finished despite the timeout returns
 // result<U>. Timers due in the same tick fire in the order they were filed.
 //
+// Scopes (docs/deadlines.md): around a task, these open a deadline scope; everything the task
+// awaits runs under the earliest deadline of the scopes around it (co_await current_deadline()).
+// A scope whose deadline is not earlier than that arms no timer: the scope around it fires
+// first, stops the task, and answers timed_out itself (this one answers operation_canceled, as
+// when its caller is stopped); if the deadline that came first is a movable `deadline`, a reset
+// that pushes it past this scope's makes this scope arm its timer then. When a scope around has
+// already run out, or the caller is already stopped, op is not started at all: the caller gets
+// operation_canceled (and an expired `deadline&` of its own: timed_out). An own time point
+// already past is raced as any other: the timer fires at the next iteration.
+//
+// shielded(op, grace) runs op outside every scope around it and unreached by the caller's stop:
+// cleanup that must run after the deadline (a close_notify, an acknowledgement), bounded by its
+// own grace as with_timeout(op, grace) would.
+//
 // `op` is a cancellable_operation (sleeps, socket operations, interval ticks) or a task<T>. The
 // result is result<U> when op yields result<U>, result<void> when op yields void, else
 // result<T>. An exception thrown by a task propagates. The awaiter (timer node included) lives
@@ -22,10 +36,12 @@
 
 #include <chrono>
 #include <coroutine>
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/detail/deadline_scope.hpp>
 #include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/operation.hpp>
 #include <cogwheel/runtime/result.hpp>
@@ -45,6 +61,8 @@ class task_operation {
   explicit task_operation(task<T> t) noexcept : task_(std::move(t)) {}
   task_operation(task_operation&& o) noexcept : task_(std::move(o.task_)) {}
 
+  // The task runs in s (the scope its with_timeout opens).
+  void bind_scope(const deadline_scope* s) noexcept { stop_.set_scope(s); }
   std::coroutine_handle<> start(continuation c) noexcept { return task_.start(c, &stop_); }
   void cancel() noexcept { stop_.request_stop(); }
   T result() { return task_.take(); }
@@ -77,7 +95,8 @@ struct timeout_result<result<U>> {
   using type = result<U>;
 };
 
-// Races Op against either its own timer (a time point) or a borrowed deadline.
+// Races Op against either its own timer (a time point) or a borrowed deadline, inside the
+// deadline scope it opens (scope_).
 template <class Op>
 class timeout_awaiter : private cancel_hook, private timer::timer_node, private deadline_waiter {
   using op_result = decltype(std::declval<Op&>().result());
@@ -85,12 +104,17 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
  public:
   using result_type = typename timeout_result<op_result>::type;
 
-  timeout_awaiter(Op op, clock::time_point at) noexcept
-      : timer_node(&timeout_awaiter::on_expire), op_(std::move(op)), at_(at) {}
+  // shield: outside the caller's scopes and stop (shielded()).
+  timeout_awaiter(Op op, clock::time_point at, bool shield = false) noexcept
+      : timer_node(&timeout_awaiter::on_expire), op_(std::move(op)), at_(at), shield_(shield) {}
   timeout_awaiter(Op op, deadline& d) noexcept
       : timer_node(&timeout_awaiter::on_expire), op_(std::move(op)), deadline_(&d) {}
   timeout_awaiter(timeout_awaiter&& o) noexcept
-      : timer_node(&timeout_awaiter::on_expire), op_(std::move(o.op_)), at_(o.at_), deadline_(o.deadline_) {}
+      : timer_node(&timeout_awaiter::on_expire),
+        op_(std::move(o.op_)),
+        at_(o.at_),
+        deadline_(o.deadline_),
+        shield_(o.shield_) {}
   ~timeout_awaiter() {
     if (loop_ != nullptr) detail::cancel_timer(*loop_, *this);
     deadline_waiter::unlink();  // not via deadline_: the deadline may be gone already
@@ -104,46 +128,57 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> h) {
     awaiting_ = h;
     loop_ = &current_loop();
-    parent_stop_ = stop_source_of(h);
+    stop_source* caller = shield_ ? nullptr : stop_source_of(h);
+    const deadline_scope* around = caller != nullptr ? caller->scope() : nullptr;
+    if (deadline_ != nullptr)
+      scope_.open(around, *deadline_);
+    else
+      scope_.open(around, at_);
+    // Past the deadline, nothing starts: a deadline object that has expired, or one of the
+    // scopes around. (A time point already past is still raced, as it always was: the timer
+    // fires at the next iteration, and a read that finds data there returns it.)
+    if (deadline_ != nullptr && deadline_->expired()) {
+      fired_ = true;
+      return h;
+    }
+    if (caller != nullptr && must_not_start(*caller)) {
+      stopped_ = true;
+      return h;
+    }
+    parent_stop_ = caller;
     if (parent_stop_ != nullptr) {
       on_cancel = &timeout_awaiter::on_parent_stop;
       parent_stop_->attach(*this);
     }
     if (deadline_ != nullptr) {
-      if (deadline_->expired()) {
-        fired_ = true;  // already past: do not start the operation at all
-        return h;
-      }
       on_deadline = &timeout_awaiter::on_deadline_thunk;
       deadline_->attach(*this);
     } else {
-      detail::schedule_timer(*loop_, *this, at_);
+      arm_unless_preceded();
     }
+    if constexpr (requires { op_.bind_scope(&scope_); }) op_.bind_scope(&scope_);
+    refusals_at_start_ = deadline_refusals;
     started_ = true;
-    std::coroutine_handle<> next = op_.start(continuation(&timeout_awaiter::on_done, this));
-    if (parent_stop_ != nullptr && parent_stop_->stop_requested()) {
-      stopped_ = true;
-      op_.cancel();
-    }
-    return next;
+    return op_.start(continuation(&timeout_awaiter::on_done, this));
   }
 
   result_type await_resume() {
-    if (!started_) return result_type(errc::timed_out);
+    if (!started_) return result_type(fired_ ? errc::timed_out : errc::operation_canceled);
     if constexpr (std::is_void_v<op_result>) {
       op_.result();
-      if (fired_) return result_type(errc::timed_out);
+      if (expired()) return result_type(errc::timed_out);
       // A void operation (a sleep) cannot say that it was cut short: say it for it, or the
       // stopped caller would take a cancelled sleep for a completed one.
-      if (stopped_) return result_type(errc::operation_canceled);
+      if (stopped_ || (refused_meanwhile() && deadline_scope::effective(&scope_) <= current_time()))
+        return result_type(errc::operation_canceled);
       return result_type();
     } else if constexpr (is_result_v<op_result>) {
       op_result r = op_.result();
-      if (fired_ && !r.has_value() && r.error() == errc::operation_canceled) return result_type(errc::timed_out);
+      if (!r.has_value() && r.error() == errc::operation_canceled && expired()) return result_type(errc::timed_out);
       return r;
     } else {
       op_result v = op_.result();
-      if (fired_) return result_type(errc::timed_out);
+      if (expired()) return result_type(errc::timed_out);
       return result_type(std::move(v));
     }
   }
@@ -152,6 +187,28 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   bool timer_fired() const noexcept { return fired_; }
 
  private:
+  // The timer fired, or an operation inside was refused because a deadline had passed and it
+  // is this scope's (its expiry would have come in a later batch, or a task computed past it).
+  bool expired() const noexcept { return fired_ || (refused_meanwhile() && scope_.own() <= current_time()); }
+  bool refused_meanwhile() const noexcept { return deadline_refusals != refusals_at_start_; }
+
+  // One timer per scope, and none for a scope that a scope around it precedes: that one fires
+  // first and stops this one's task. If what precedes it is a movable deadline, this scope
+  // waits for it to be pushed later (on_outer_moved) and then looks again.
+  void arm_unless_preceded() {
+    const deadline_scope* first = deadline_scope::earliest(scope_.parent());
+    if (first == nullptr || at_ < first->own()) {
+      detail::schedule_timer(*loop_, *this, at_);
+    } else if (deadline* d = first->movable()) {
+      on_deadline = &timeout_awaiter::on_outer_moved;
+      d->add_dependent(*this);
+    }
+  }
+  static void on_outer_moved(deadline_waiter& w) noexcept {
+    auto& self = static_cast<timeout_awaiter&>(w);
+    if (!self.done_ && !self.fired_) self.arm_unless_preceded();
+  }
+
   void fire() noexcept {
     if (done_ || fired_) return;
     fired_ = true;
@@ -189,10 +246,13 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   Op op_;
   clock::time_point at_{};
   deadline* deadline_ = nullptr;
+  deadline_scope scope_;  // the scope op runs in; its parent is the caller's
   event_loop* loop_ = nullptr;
   stop_source* parent_stop_ = nullptr;
   std::coroutine_handle<> awaiting_;
   ready_node expired_;  // queued in the expired batch between the timer firing and fire()
+  std::uint64_t refusals_at_start_ = 0;  // deadline_refusals when op started
+  bool shield_ = false;
   bool started_ = false;
   bool fired_ = false;
   bool stopped_ = false;
@@ -214,13 +274,31 @@ template <class Op>
   return detail::timeout_awaiter_for<Op>(detail::as_operation(std::forward<Op>(op)), d);
 }
 
-// d <= 0 times out at the next loop iteration unless op completes at once; a d so large that
-// now + d overflows (hours::max() included: any duration type converts with saturation) never
-// times out.
+namespace detail {
+// now + d, or time_point::min() for d <= 0 (already passed, whichever clock reading it meets).
+template <class Rep, class Period>
+clock::time_point deadline_after(std::chrono::duration<Rep, Period> d) noexcept {
+  const clock::duration ns = saturating_duration(d);
+  return ns <= clock::duration::zero() ? clock::time_point::min() : saturating_add(now(), ns);
+}
+}  // namespace detail
+
+// d <= 0 times out at the next loop iteration unless op completes first (a task inside finds its
+// operations refused at once: its scope has run out); a d so large that now + d overflows
+// (hours::max() included: any duration type converts with saturation) never times out.
 template <class Op, class Rep, class Period>
 [[nodiscard]] auto with_timeout(Op&& op, std::chrono::duration<Rep, Period> d) {
-  return with_deadline(std::forward<Op>(op),
-                       detail::saturating_add(now(), detail::saturating_duration(d)));
+  return with_deadline(std::forward<Op>(op), detail::deadline_after(d));
+}
+
+// Runs op (what with_timeout takes; the result is flattened the same way) outside every scope
+// around the caller and unreached by the caller's stop, bounded by grace from now: cleanup that
+// must happen after the deadline. The caller's deadline passing or its stop still reaches what
+// it does after this.
+template <class Op, class Rep, class Period>
+[[nodiscard]] auto shielded(Op&& op, std::chrono::duration<Rep, Period> grace) {
+  return detail::timeout_awaiter_for<Op>(detail::as_operation(std::forward<Op>(op)), detail::deadline_after(grace),
+                                         true);
 }
 
 }  // namespace cogwheel

@@ -1,7 +1,8 @@
 // when_all: runs tasks concurrently on the current core and completes when all have finished.
 // Results come back in argument order (std::monostate for task<void>). If any task throws, the
 // first exception (in argument order) is rethrown after all have finished. A stop request
-// (a timeout above it) is passed on to every task.
+// (a timeout above it) is passed on to every task, and every task runs in the deadline scopes
+// of the awaiting task (co_await current_deadline() answers the same in each).
 #pragma once
 
 #include <array>
@@ -36,6 +37,18 @@ class when_all_latch : private cancel_hook {
   explicit when_all_latch(std::size_t children) noexcept : pending_(children + 1) {}
 
   continuation child_continuation() noexcept { return continuation(&when_all_latch::on_child_done, this); }
+
+  // Before starting the children: each child's chain inherits the parent's scopes, and a stop
+  // already requested (the children's first operations then complete at once).
+  template <class Promise>
+  static void inherit(std::coroutine_handle<Promise> parent, std::span<stop_source> child_stops) noexcept {
+    const stop_source* from = stop_source_of(parent);
+    if (from == nullptr) return;
+    for (stop_source& s : child_stops) {
+      s.set_scope(from->scope());
+      if (from->stop_requested()) s.request_stop();
+    }
+  }
 
   // Call after starting every child, child i with child_stops[i], which must outlive the
   // children. Returns whether the parent must stay suspended.
@@ -85,6 +98,7 @@ class when_all_awaiter {
   bool await_ready() const noexcept { return sizeof...(Ts) == 0; }
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> parent) {
+    when_all_latch::inherit(parent, stops_);
     std::size_t i = 0;
     std::apply([&](auto&... t) { (t.start(latch_.child_continuation(), &stops_[i++]).resume(), ...); }, tasks_);
     return latch_.arm(parent, stops_);
@@ -133,6 +147,7 @@ class when_all_range_awaiter {
   bool await_ready() const noexcept { return tasks_.empty(); }
   template <class Promise>
   bool await_suspend(std::coroutine_handle<Promise> parent) {
+    when_all_latch::inherit(parent, stops_);
     for (std::size_t i = 0; i < tasks_.size(); ++i)
       tasks_[i].start(latch_->child_continuation(), &stops_[i]).resume();
     return latch_->arm(parent, stops_);
