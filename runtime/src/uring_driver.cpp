@@ -110,6 +110,9 @@ void uring_driver::submit(io_completion& op, io_request& req) {
     case io_opcode::shutdown:
       io_uring_prep_shutdown(sqe, req.fd, req.flags);
       break;
+    case io_opcode::poll:
+      io_uring_prep_poll_add(sqe, req.fd, static_cast<unsigned>(req.flags));
+      break;
   }
   io_uring_sqe_set_data(sqe, &op);
   op.request = &req;

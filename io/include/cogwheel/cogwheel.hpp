@@ -21,3 +21,4 @@
 #include <cogwheel/runtime/time.hpp>
 #include <cogwheel/runtime/timeout.hpp>
 #include <cogwheel/runtime/when_all.hpp>
+#include <cogwheel/runtime/when_any.hpp>
