@@ -131,7 +131,10 @@ result<resolver*> resolver::of_this_core() {
 
 result<void> resolver::open() {
   ares_options o{};
-  int mask = ARES_OPT_SOCK_STATE_CB | ARES_OPT_LOOKUPS;
+  int mask = ARES_OPT_SOCK_STATE_CB | ARES_OPT_LOOKUPS | ARES_OPT_FLAGS;
+  // A SERVFAIL or REFUSED answer is final, not asked again of the next server: c-ares 1.18
+  // moving on reports every such failure as ECONNREFUSED, losing which it was.
+  o.flags = ARES_FLAG_NOCHECKRESP;
   o.sock_state_cb = &resolver::on_socket_state;
   o.sock_state_cb_data = this;
   char lookups[] = "b";  // servers only: the hosts file is ours (read once, see hosts_table)

@@ -39,7 +39,7 @@ struct runtime_options {
   bool pin_threads = true;                            // runtime: pin core i's thread to the
                                                       // i-th CPU the process may run on
   bool stop_on_signals = false;                       // runtime: SIGINT/SIGTERM call stop()
-  resolver_options resolver;                          // resolve(): servers, search, timeouts
+  resolver_options resolver = {};                     // resolve(): servers, search, timeouts
                                                       // (default: /etc/resolv.conf)
 };
 

@@ -14,16 +14,16 @@ namespace cogwheel {
 struct resolver_options {
   // Name servers as "address" or "address:port" ("127.0.0.1:5353", "[::1]:53"); empty: the
   // nameserver lines of /etc/resolv.conf.
-  std::vector<std::string> servers;
+  std::vector<std::string> servers = {};
   // Domains tried after (or before, see ndots) a name; unset: resolv.conf's search/domain.
-  std::optional<std::vector<std::string>> search;
+  std::optional<std::vector<std::string>> search = {};
   // A name with at least this many dots is first asked as it is; unset: resolv.conf (else 1).
-  std::optional<int> ndots;
+  std::optional<int> ndots = {};
   // How long the first try of a query waits for a server (c-ares doubles it on each round over
   // the servers); unset: resolv.conf's "options timeout:" (else c-ares' default).
-  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<std::chrono::milliseconds> timeout = {};
   // Tries per server before a query gives up with resolve_errc::no_answer; unset: resolv.conf.
-  std::optional<int> attempts;
+  std::optional<int> attempts = {};
   // The hosts file consulted (read once per core, at the resolver's first use) before any server.
   std::string hosts_file = "/etc/hosts";
   // How long "no such name" (and "no address of that family") is remembered per core. Positive
