@@ -1,7 +1,7 @@
 // A small DNS server for the resolver's tests, on 127.0.0.1 (UDP and TCP, one free port), run
 // by a thread of its own. Each name answers as its rule says: addresses with a TTL, NXDOMAIN,
-// SERVFAIL, REFUSED, silence, a late answer, or a truncated UDP answer that must be asked again
-// over TCP. Names without a rule are NXDOMAIN. It counts the queries per name and type.
+// SERVFAIL, REFUSED, silence, or a truncated UDP answer that must be asked again over TCP; any
+// UDP answer may be sent late (per type), without holding up the others. Names without a rule are NXDOMAIN. It counts the queries per name and type.
 //
 // Only what the tests need of RFC 1035: one question per query, answers of type A (1) and
 // AAAA (28) in class IN, the question echoed back.
@@ -28,13 +28,14 @@ namespace cogwheel::io_test {
 
 class fake_dns {
  public:
-  enum class kind { answer, nxdomain, servfail, refused, silent, late, truncated };
+  enum class kind { answer, nxdomain, servfail, refused, silent, truncated };
   struct rule {
     kind what = kind::answer;
     std::vector<std::string> a = {};     // IPv4 addresses
     std::vector<std::string> aaaa = {};  // IPv6 addresses
     std::uint32_t ttl = 60;
-    std::chrono::milliseconds delay{0};  // kind::late: answer after this long
+    std::chrono::milliseconds delay{0};       // UDP answers are sent this late
+    std::chrono::milliseconds aaaa_delay{-1};  // AAAA answers this late instead, when >= 0
   };
 
   fake_dns() {
@@ -119,7 +120,7 @@ class fake_dns {
     if (tcp) ++tcp_queries_;
     if (!known) r.what = kind::nxdomain;
     if (r.what == kind::silent) return {};
-    if (r.what == kind::late) std::this_thread::sleep_for(r.delay);
+    delay_ = qu.type == 28 && r.aaaa_delay.count() >= 0 ? r.aaaa_delay : r.delay;
     std::vector<std::uint8_t> out(q, q + qu.end);
     out[2] = static_cast<std::uint8_t>(0x80 | (q[2] & 0x79) | 0x04);  // QR, opcode, AA, RD
     int rcode = 0;
@@ -176,18 +177,41 @@ class fake_dns {
     ::close(c);
   }
 
+  struct late_reply {
+    std::chrono::steady_clock::time_point due;
+    std::vector<std::uint8_t> bytes;
+    sockaddr_storage to;
+    socklen_t to_len;
+  };
+
+  void send_due() {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = late_.begin(); it != late_.end();) {
+      if (it->due > now) {
+        ++it;
+        continue;
+      }
+      ::sendto(udp_, it->bytes.data(), it->bytes.size(), 0, reinterpret_cast<sockaddr*>(&it->to), it->to_len);
+      it = late_.erase(it);
+    }
+  }
+
   void serve() {
     std::uint8_t buf[4096];
     while (!stop_) {
+      send_due();
       pollfd fds[2] = {{udp_, POLLIN, 0}, {tcp_, POLLIN, 0}};
-      if (::poll(fds, 2, 20) <= 0) continue;
+      if (::poll(fds, 2, late_.empty() ? 20 : 1) <= 0) continue;
       if (fds[0].revents & POLLIN) {
-        sockaddr_storage from{};
-        socklen_t from_len = sizeof from;
-        const ssize_t n = ::recvfrom(udp_, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+        late_reply r{};
+        r.to_len = sizeof r.to;
+        const ssize_t n = ::recvfrom(udp_, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&r.to), &r.to_len);
         if (n > 0) {
-          std::vector<std::uint8_t> a = reply(buf, static_cast<std::size_t>(n), false);
-          if (!a.empty()) ::sendto(udp_, a.data(), a.size(), 0, reinterpret_cast<sockaddr*>(&from), from_len);
+          delay_ = std::chrono::milliseconds(0);
+          r.bytes = reply(buf, static_cast<std::size_t>(n), false);
+          r.due = std::chrono::steady_clock::now() + delay_;
+          if (!r.bytes.empty()) late_.push_back(std::move(r));
+          send_due();
         }
       }
       if (fds[1].revents & POLLIN) {
@@ -206,6 +230,8 @@ class fake_dns {
   mutable std::mutex mutex_;
   std::map<std::string, rule> rules_;
   std::map<std::pair<std::string, int>, int> counts_;
+  std::chrono::milliseconds delay_{0};  // of the reply being built (server thread only)
+  std::vector<late_reply> late_;        // server thread only
   std::thread thread_;
 };
 
