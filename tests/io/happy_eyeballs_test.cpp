@@ -11,8 +11,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,26 +20,12 @@
 
 #include "fake_dns.hpp"
 #include "support.hpp"
+#include "temp_file.hpp"
 
 namespace cogwheel::io_test {
 namespace {
 
 using namespace std::chrono_literals;
-
-class temp_file {
- public:
-  explicit temp_file(const std::string& text) {
-    char path[] = "/tmp/cogwheel_he_XXXXXX";
-    ::close(::mkstemp(path));
-    path_ = path;
-    std::ofstream(path_) << text;
-  }
-  ~temp_file() { std::remove(path_.c_str()); }
-  const std::string& path() const noexcept { return path_; }
-
- private:
-  std::string path_;
-};
 
 // A loopback listener that accepts nothing and whose accept queue is full: the kernel drops
 // further SYNs, so a connect to it hangs (retransmitting) until cancelled.

@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -18,31 +16,15 @@
 
 #include "fake_dns.hpp"
 #include "support.hpp"
+#include "temp_file.hpp"
 
 namespace cogwheel::io_test {
 namespace {
 
 using namespace std::chrono_literals;
 
-// A hosts file of the test's own, removed at the end.
-class temp_hosts {
- public:
-  explicit temp_hosts(const std::string& text) {
-    char path[] = "/tmp/cogwheel_hosts_XXXXXX";
-    const int fd = ::mkstemp(path);
-    ::close(fd);
-    path_ = path;
-    std::ofstream(path_) << text;
-  }
-  ~temp_hosts() { std::remove(path_.c_str()); }
-  const std::string& path() const noexcept { return path_; }
-
- private:
-  std::string path_;
-};
-
 // Options that ask only `dns` (no search list, one try of `timeout`) with an empty hosts file.
-runtime_options asking(const fake_dns& dns, const temp_hosts& hosts, std::chrono::milliseconds timeout = 2000ms,
+runtime_options asking(const fake_dns& dns, const temp_file& hosts, std::chrono::milliseconds timeout = 2000ms,
                        bool paused = false) {
   runtime_options o;
   o.paused_clock = paused;
@@ -73,7 +55,7 @@ class resolve_test : public ::testing::Test {
     }
   }
   fake_dns dns_;
-  temp_hosts hosts_{"10.1.2.3 fromfile.test alias.test\n::1 fromfile.test\n# 10.9.9.9 commented.test\n"};
+  temp_file hosts_{"10.1.2.3 fromfile.test alias.test\n::1 fromfile.test\n# 10.9.9.9 commented.test\n"};
   int descriptors_ = 0;
 };
 
