@@ -39,18 +39,23 @@ class fake_dns {
   };
 
   fake_dns() {
-    udp_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_in at{};
-    at.sin_family = AF_INET;
-    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(udp_, reinterpret_cast<sockaddr*>(&at), sizeof at);
-    socklen_t len = sizeof at;
-    ::getsockname(udp_, reinterpret_cast<sockaddr*>(&at), &len);
-    port_ = ntohs(at.sin_port);
-    tcp_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int one = 1;
-    ::setsockopt(tcp_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    ok_ = ::bind(tcp_, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0 && ::listen(tcp_, 16) == 0;
+    // A UDP port whose TCP twin is free too (another process may hold it): a few tries.
+    for (int attempt = 0; attempt < 50 && !ok_; ++attempt) {
+      if (udp_ >= 0) ::close(udp_);
+      if (tcp_ >= 0) ::close(tcp_);
+      udp_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_in at{};
+      at.sin_family = AF_INET;
+      at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ::bind(udp_, reinterpret_cast<sockaddr*>(&at), sizeof at);
+      socklen_t len = sizeof at;
+      ::getsockname(udp_, reinterpret_cast<sockaddr*>(&at), &len);
+      port_ = ntohs(at.sin_port);
+      tcp_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const int one = 1;
+      ::setsockopt(tcp_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      ok_ = ::bind(tcp_, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0 && ::listen(tcp_, 16) == 0;
+    }
     thread_ = std::thread([this] { serve(); });
   }
   fake_dns(const fake_dns&) = delete;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cogwheel/cogwheel.hpp>
@@ -48,6 +49,12 @@ class black_hole {
     }
     ok_ = true;
   }
+  black_hole(black_hole&& o) noexcept
+      : fd_(std::exchange(o.fd_, -1)), fillers_(std::move(o.fillers_)), address_(o.address_), ok_(o.ok_) {
+    o.fillers_.clear();
+  }
+  black_hole(const black_hole&) = delete;
+  black_hole& operator=(const black_hole&) = delete;
   ~black_hole() {
     for (int c : fillers_) ::close(c);
     if (fd_ >= 0) ::close(fd_);
@@ -60,6 +67,31 @@ class black_hole {
   std::vector<int> fillers_;
   socket_address address_;
   bool ok_ = false;
+};
+
+// Something on ::1 and something on 127.0.0.1 with one port number: `first` is made on a free
+// port of its family, then `second` tries the same number; another process may hold it, so a
+// few tries. Returns false (the test skips) when no pair could be made.
+template <class First, class Second, class MakeFirst, class MakeSecond>
+bool same_port(std::optional<First>& first, std::optional<Second>& second, MakeFirst make_first,
+               MakeSecond make_second) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    first.reset();
+    second.reset();
+    first.emplace(make_first());
+    if (!first->ok()) return false;
+    second.emplace(make_second(first->port()));
+    if (second->ok()) return true;
+  }
+  return false;
+}
+
+// A tcp_listener with the ok()/port() of black_hole, for same_port.
+struct listening {
+  explicit listening(result<tcp_listener> l) : listener(std::move(l)) {}
+  bool ok() const noexcept { return listener.has_value(); }
+  std::uint16_t port() const { return listener->local_address().port(); }
+  result<tcp_listener> listener;
 };
 
 runtime_options with_hosts(const temp_file& hosts, bool paused = true) {
@@ -98,10 +130,12 @@ TEST(happy_eyeballs, ipv6_refused_at_once_falls_back_to_ipv4_without_waiting) {
 }
 
 TEST(happy_eyeballs, a_black_holed_ipv6_gets_the_attempt_delay_then_ipv4_wins) {
-  black_hole v6(socket_address::ipv6_loopback(0));
-  if (!v6.ok()) GTEST_SKIP() << "no ::1 listener possible here";
-  auto listener = tcp_listener::bind(socket_address::ipv4_loopback(v6.port()));
-  if (!listener) GTEST_SKIP() << "the black hole's port is taken on 127.0.0.1";
+  std::optional<black_hole> v6;
+  std::optional<listening> v4;
+  if (!same_port(v6, v4, [] { return black_hole(socket_address::ipv6_loopback(0)); },
+                 [](std::uint16_t p) { return listening(tcp_listener::bind(socket_address::ipv4_loopback(p))); }))
+    GTEST_SKIP() << "no ::1 black hole with a 127.0.0.1 listener on its port here";
+  tcp_listener* listener = &*v4->listener;
   const int before = open_descriptors();
   for (auto delay : {250ms, 100ms}) {
     run([](tcp_listener& l, std::uint16_t port, clock::duration delay) -> task<> {
@@ -111,16 +145,19 @@ TEST(happy_eyeballs, a_black_holed_ipv6_gets_the_attempt_delay_then_ipv4_wins) {
       expect_at(now() - start, delay);
       EXPECT_TRUE(s->peer_address()->is_ipv4());
       CO_ASSERT_OK(co_await with_timeout(l.accept(), 5s));
-    }(*listener, v6.port(), delay), with_hosts(dual_hosts()));
+    }(*listener, v6->port(), delay), with_hosts(dual_hosts()));
   }
   EXPECT_EQ(open_descriptors(), before);  // the IPv6 attempt's socket was closed
 }
 
 TEST(happy_eyeballs, prefer_ipv4_tries_ipv4_first) {
-  black_hole v4(socket_address::ipv4_loopback(0));
-  ASSERT_TRUE(v4.ok());
-  auto listener = tcp_listener::bind(socket_address::ipv6_loopback(v4.port()), {.ipv6_only = true});
-  if (!listener) GTEST_SKIP() << "the black hole's port is taken on ::1";
+  std::optional<black_hole> v4;
+  std::optional<listening> v6;
+  if (!same_port(v4, v6, [] { return black_hole(socket_address::ipv4_loopback(0)); }, [](std::uint16_t p) {
+        return listening(tcp_listener::bind(socket_address::ipv6_loopback(p), {.ipv6_only = true}));
+      }))
+    GTEST_SKIP() << "no 127.0.0.1 black hole with a ::1 listener on its port here";
+  tcp_listener* listener = &*v6->listener;
   run([](tcp_listener& l, std::uint16_t port) -> task<> {
     const auto start = now();
     auto s = co_await with_timeout(
@@ -129,21 +166,21 @@ TEST(happy_eyeballs, prefer_ipv4_tries_ipv4_first) {
     expect_at(now() - start, 50ms);
     EXPECT_TRUE(s->peer_address()->is_ipv6());
     CO_ASSERT_OK(co_await with_timeout(l.accept(), 5s));
-  }(*listener, v4.port()), with_hosts(dual_hosts()));
+  }(*listener, v4->port()), with_hosts(dual_hosts()));
 }
 
 TEST(happy_eyeballs, every_address_dropping_is_cut_at_the_deadline_leaving_nothing_open) {
-  black_hole v6(socket_address::ipv6_loopback(0));
-  if (!v6.ok()) GTEST_SKIP() << "no ::1 listener possible here";
-  black_hole v4(socket_address::ipv4_loopback(v6.port()));
-  if (!v4.ok()) GTEST_SKIP() << "the black hole's port is taken on 127.0.0.1";
+  std::optional<black_hole> v6, v4;
+  if (!same_port(v6, v4, [] { return black_hole(socket_address::ipv6_loopback(0)); },
+                 [](std::uint16_t p) { return black_hole(socket_address::ipv4_loopback(p)); }))
+    GTEST_SKIP() << "no pair of black holes on one port here";
   const int before = open_descriptors();
   run([](std::uint16_t port) -> task<> {
     const auto start = now();
     auto s = co_await with_timeout(tcp_stream::connect("dual.test", port, {.attempt_delay = 100ms}), 1s);
     EXPECT_EQ(s.error(), errc::timed_out);
     expect_at(now() - start, 1s);
-  }(v6.port()), with_hosts(dual_hosts()));
+  }(v6->port()), with_hosts(dual_hosts()));
   EXPECT_EQ(open_descriptors(), before);
 }
 
@@ -231,10 +268,10 @@ TEST_F(happy_eyeballs_dns, one_timeout_bounds_the_resolution_too) {
 }
 
 TEST_F(happy_eyeballs_dns, aaaa_arriving_within_the_resolution_delay_is_preferred) {
-  auto v6 = tcp_listener::bind(socket_address::ipv6_loopback(0), {.ipv6_only = true});
-  if (!v6) GTEST_SKIP() << "no ::1 listener possible here";
-  auto v4 = tcp_listener::bind(socket_address::ipv4_loopback(v6->local_address().port()));
-  if (!v4) GTEST_SKIP() << "the port is taken on 127.0.0.1";
+  std::optional<listening> v6, v4;
+  if (!same_port(v6, v4, [] { return listening(tcp_listener::bind(socket_address::ipv6_loopback(0), {.ipv6_only = true})); },
+                 [](std::uint16_t p) { return listening(tcp_listener::bind(socket_address::ipv4_loopback(p))); }))
+    GTEST_SKIP() << "no ::1 and 127.0.0.1 listeners on one port here";
   dns_.set("soon.test", {.a = {"127.0.0.1"}, .aaaa = {"::1"}, .aaaa_delay = 20ms});
   dns_.set("late.test", {.a = {"127.0.0.1"}, .aaaa = {"::1"}, .aaaa_delay = 400ms});
   run([](std::uint16_t port) -> task<> {
@@ -246,7 +283,7 @@ TEST_F(happy_eyeballs_dns, aaaa_arriving_within_the_resolution_delay_is_preferre
     CO_ASSERT_OK(late);
     EXPECT_TRUE(late->peer_address()->is_ipv4());  // A did not wait for AAAA beyond the delay
     EXPECT_LT(now() - start, 350ms);
-  }(v6->local_address().port()), options(false));
+  }(v6->port()), options(false));
 }
 
 }  // namespace
