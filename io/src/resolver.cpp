@@ -38,9 +38,6 @@ class resolver : private timer::timer_node, private shutdown_hook {
   ~resolver();
 
   bool start(lookup_waiter& w, std::string_view name, int family);
-  resolver_census census() const noexcept {
-    return {1, watchers_.watched(), static_cast<unsigned>(pending_.size())};
-  }
 
  private:
   explicit resolver(event_loop& loop);
@@ -315,10 +312,6 @@ std::error_code combined_error(std::error_code v6, std::error_code v4) noexcept 
   if (v6 && v6 != resolve_errc::no_data) return v6;
   if (v4 && v4 != resolve_errc::no_data) return v4;
   return resolve_errc::no_data;
-}
-
-resolver_census census_of_this_thread() noexcept {
-  return this_thread_resolver != nullptr ? this_thread_resolver->census() : resolver_census{};
 }
 
 }  // namespace cogwheel::detail

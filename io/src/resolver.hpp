@@ -62,13 +62,4 @@ class lookup_waiter : public list_link {
 // either says the name does not exist, else the first error other than no_data, else no_data.
 std::error_code combined_error(std::error_code v6, std::error_code v4) noexcept;
 
-// The number of resolvers alive on this thread (0 or 1), and c-ares sockets watched, for tests
-// that check nothing is left behind.
-struct resolver_census {
-  unsigned resolvers = 0;
-  unsigned watched_sockets = 0;
-  unsigned queries_in_flight = 0;
-};
-resolver_census census_of_this_thread() noexcept;
-
 }  // namespace cogwheel::detail

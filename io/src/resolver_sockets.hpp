@@ -41,8 +41,6 @@ class socket_watchers {
   // Withdraws every poll and waits for their completions. Afterwards nothing is in flight.
   void shutdown() noexcept;
 
-  unsigned watched() const noexcept { return static_cast<unsigned>(active_.size()); }
-
   // For ares_set_socket_functions, with this set as user data.
   static const ares_socket_functions functions;
 
