@@ -4,6 +4,9 @@
 //
 // Usage: load_client --to=127.0.0.1:7000 [--connections=1000] [--size=64] [--duration-ms=5000]
 //                    [--cores=1] [--idle=0] [--no-pin]
+//   --to=host:port also takes a name ("localhost:7000", "echo.internal:7000"): it is resolved
+//   once, before the run (resolve(), on the loop, bounded by 5 s), and every connection goes to
+//   its first address, so that the measurement never includes a lookup.
 //   --idle=N additionally opens N connections that never send (they hold descriptors and the
 //   server's idle deadlines; the server should kick them).
 //   --spread=K (K <= 64) with a 127.0.0.1 target connects to 127.0.0.1 .. 127.0.0.K in turn (the
@@ -15,6 +18,7 @@
 // Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll);
 // one descriptor per connection.
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -36,6 +40,21 @@ struct totals {
   std::mutex mu;
   std::vector<double> latency_us;  // a sample: every 16th round trip
 };
+
+// "host:port" or "[v6]:port" with a name for host: its first address, looked up on a loop of
+// this thread (the runtime proper starts after).
+result<socket_address> resolve_target(const std::string& target) {
+  const auto colon = target.rfind(':');
+  if (colon == std::string::npos || colon + 1 == target.size()) return errc::invalid_argument;
+  const long port = std::strtol(target.c_str() + colon + 1, nullptr, 10);
+  if (port <= 0 || port > 65535) return errc::invalid_argument;
+  auto addresses = run([](std::string host, std::uint16_t p) -> task<result<std::vector<socket_address>>> {
+    co_return co_await with_timeout(resolve(std::move(host), p), 5s);
+  }(target.substr(0, colon), static_cast<std::uint16_t>(port)));
+  if (!addresses) return addresses.error();
+  std::printf("# %s is %s\n", target.c_str(), addresses->front().to_string().c_str());
+  return addresses->front();
+}
 
 task<void> talker(socket_address to, std::size_t size, clock::time_point until, totals& t) {
   auto conn = co_await tcp_stream::connect(to);
@@ -80,9 +99,11 @@ task<void> idler(socket_address to, clock::time_point until, totals& t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto to = socket_address::parse(examples::flag(argc, argv, "to", "127.0.0.1:7000"));
+  const std::string target = examples::flag(argc, argv, "to", "127.0.0.1:7000");
+  auto to = socket_address::parse(target);
+  if (!to) to = resolve_target(target);
   if (!to) {
-    std::fprintf(stderr, "--to: expected ip:port\n");
+    std::fprintf(stderr, "--to=%s: %s (expected host:port)\n", target.c_str(), to.error().message().c_str());
     return 2;
   }
   const long connections = examples::flag_int(argc, argv, "connections", 1000);

@@ -1,6 +1,7 @@
 #include "epoll_driver.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,8 +33,9 @@ std::uint32_t closes_of(int fd) noexcept {
 constexpr std::uint32_t input_events = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
 constexpr std::uint32_t output_events = EPOLLOUT | EPOLLHUP | EPOLLERR;
 
-std::uint32_t readiness_for(io_opcode op) noexcept {
-  switch (op) {
+std::uint32_t readiness_for(const io_request& req) noexcept {
+  if (req.opcode == io_opcode::poll) return (req.flags & POLLOUT) != 0 ? EPOLLOUT : EPOLLIN;
+  switch (req.opcode) {
     case io_opcode::send:
     case io_opcode::sendmsg:
     case io_opcode::connect:
@@ -156,6 +158,11 @@ int epoll_driver::perform(io_request& req, unsigned& flags) {
       if (const int r = prepare_descriptor(req.fd, true); r < 0) return r;
       return result_of(::accept4(req.fd, nullptr, nullptr, req.flags | SOCK_NONBLOCK));
     }
+    case io_opcode::poll: {
+      pollfd p{req.fd, static_cast<short>(req.flags), 0};
+      const int r = result_of(::poll(&p, 1, 0));
+      return r == 0 ? -EAGAIN : (r < 0 ? r : p.revents);
+    }
   }
   return -EINVAL;
 }
@@ -175,7 +182,7 @@ void epoll_driver::submit(io_completion& op, io_request& req) {
     complete(req, e, 0);
     return;
   }
-  link(req, readiness_for(req.opcode));
+  link(req, readiness_for(req));
 }
 
 void epoll_driver::link(io_request& req, std::uint32_t wanted) {

@@ -15,6 +15,7 @@ thread_local event_loop* event_loop::current_ = nullptr;
 event_loop::event_loop(const runtime_options& options, unsigned core)
     : core_(core),
       ready_budget_(options.ready_budget == 0 ? 1 : options.ready_budget),
+      resolver_(options.resolver),
       time_(options) {
   if (current_ != nullptr)
     throw std::logic_error("cogwheel: this thread already runs a loop (nested run()?)");

@@ -83,6 +83,8 @@ class event_loop {
   // The backend, for what is not an operation (io's provided buffer groups).
   io_driver& driver() noexcept { return *driver_; }
   backend_kind backend() const noexcept { return driver_->kind(); }
+  // What this loop's resolver (io's resolve()) is configured with.
+  const resolver_options& resolver() const noexcept { return resolver_; }
 
   // Starts req on behalf of op (see loop_access.hpp): never fails, never completes inline.
   void submit(io_completion& op, io_request& req) {
@@ -174,6 +176,7 @@ class event_loop {
   const std::atomic<event_loop*>* peers_ = nullptr;
   unsigned peer_count_ = 0;
   unsigned ready_budget_;
+  resolver_options resolver_;
   time_driver time_;  // the clock, the timer queue, the expired batch, the wait bound
   ready_queue ready_;
   std::vector<completion> deferred_;  // completions set aside, dispatched first at the next reap

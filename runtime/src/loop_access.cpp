@@ -65,6 +65,7 @@ void give_buffer(event_loop& loop, std::uint16_t group, std::uint16_t id) noexce
 void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept {
   loop.driver().remove_buffer_group(group);
 }
+const resolver_options& resolver_settings(event_loop& loop) noexcept { return loop.resolver(); }
 
 void post_remote(event_loop& target, remote_message& m) noexcept { target.post_remote(m); }
 event_loop* peer_loop(unsigned core) noexcept { return current_loop().peer(core); }

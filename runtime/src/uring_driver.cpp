@@ -128,6 +128,9 @@ void uring_driver::submit(io_completion& op, io_request& req) {
     case io_opcode::accept:
       io_uring_prep_accept(sqe, req.fd, nullptr, nullptr, req.flags);
       break;
+    case io_opcode::poll:
+      io_uring_prep_poll_add(sqe, req.fd, static_cast<unsigned>(req.flags));
+      break;
   }
   io_uring_sqe_set_data(sqe, &op);
   op.request = &req;

@@ -4,6 +4,8 @@
 
 #include <cogwheel/io/address.hpp>
 #include <cogwheel/io/buffer_pool.hpp>
+#include <cogwheel/io/connect_options.hpp>
+#include <cogwheel/io/resolve.hpp>
 #include <cogwheel/io/tcp.hpp>
 #include <cogwheel/io/udp.hpp>
 #include <cogwheel/runtime/deadline.hpp>
@@ -21,3 +23,4 @@
 #include <cogwheel/runtime/time.hpp>
 #include <cogwheel/runtime/timeout.hpp>
 #include <cogwheel/runtime/when_all.hpp>
+#include <cogwheel/runtime/when_any.hpp>

@@ -12,14 +12,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 
 #include <cogwheel/io/address.hpp>
 #include <cogwheel/io/buffer_pool.hpp>
+#include <cogwheel/io/connect_options.hpp>
 #include <cogwheel/io/detail/kernel_operation.hpp>
 #include <cogwheel/io/detail/pooled_recv_operation.hpp>
 #include <cogwheel/io/detail/socket_handle.hpp>
 #include <cogwheel/runtime/result.hpp>
+#include <cogwheel/runtime/task.hpp>
 
 namespace cogwheel {
 
@@ -164,6 +167,9 @@ class tcp_stream {
   static detail::connect_operation connect(const socket_address& to) noexcept {
     return detail::connect_operation(to);
   }
+  // A connection to `host` (a name, resolved as resolve() does, or a numeric address) by Happy
+  // Eyeballs v2 (see connect_options.hpp): one operation, bounded as a whole by a timeout.
+  static task<cogwheel::result<tcp_stream>> connect(std::string host, std::uint16_t port, connect_options options = {});
 
   // awaitable<cogwheel::result<size_t>>: bytes read; 0 means the peer closed its side.
   // An empty buf gives errc::invalid_argument.

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include <cogwheel/runtime/time.hpp>
+#include <cogwheel/runtime/resolver_options.hpp>
 #include <cogwheel/timer/kind.hpp>
 
 namespace cogwheel {
@@ -40,6 +41,8 @@ struct runtime_options {
   bool pin_threads = true;                            ///< runtime: pin core i's thread to the
                                                       ///< i-th CPU the process may run on
   bool stop_on_signals = false;                       ///< runtime: SIGINT/SIGTERM call stop()
+  resolver_options resolver = {};                     ///< resolve(): servers, search, timeouts
+                                                      ///< (default: /etc/resolv.conf)
 };
 
 }  // namespace cogwheel

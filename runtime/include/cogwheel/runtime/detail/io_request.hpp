@@ -25,6 +25,8 @@ enum class io_opcode : std::uint8_t {
   sendmsg,      // sendmsg(2) with the msghdr at addr
   connect,      // connect(2) to the sockaddr at addr, `len` bytes long
   accept,       // accept4(2) with `flags` (SOCK_*); res is the new descriptor
+  poll,         // waits until the descriptor is ready: `flags` is POLLIN or POLLOUT, res the
+                // poll(2) revents (a descriptor some library reads and writes itself: c-ares)
 };
 
 // Set in a recv_pooled completion that holds a buffer; the buffer's id is flags >> 16.

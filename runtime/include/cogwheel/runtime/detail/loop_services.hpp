@@ -13,6 +13,7 @@
 
 #include <cogwheel/runtime/detail/intrusive_list.hpp>
 #include <cogwheel/runtime/detail/loop_access.hpp>
+#include <cogwheel/runtime/resolver_options.hpp>
 
 namespace cogwheel::detail {
 
@@ -39,5 +40,8 @@ int add_buffer_group(event_loop& loop, std::uint16_t group, std::byte* memory, s
 // Gives buffer `id` back to `group` after a completion handed it out.
 void give_buffer(event_loop& loop, std::uint16_t group, std::uint16_t id) noexcept;
 void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept;
+
+// The name resolver's settings the runtime was started with (runtime_options::resolver).
+const resolver_options& resolver_settings(event_loop& loop) noexcept;
 
 }  // namespace cogwheel::detail
