@@ -68,7 +68,11 @@ void delay_queue::stop() noexcept {
 
 void delay_queue::wake() noexcept { detail::wake(idle_); }
 
-void delay_queue::finished() noexcept { wake(); }
+// A job ended: work() needs to know when it waits for a free slot or drains; otherwise its
+// sleep stands (waking it would cost a claim per job).
+void delay_queue::finished() noexcept {
+  if (stopping_ || sleeping_until_ms_ == INT64_MIN) wake();
+}
 
 // A job became the earliest at `payload` (ms): wake the worker if its next claim would take
 // it too late (with a lookahead, a job is claimed half a lookahead before it is due).
@@ -101,17 +105,19 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options options
 
   working_ = true;
   spawn(work());
+  bool cancelled = false;
   while (!stopping_ && working_) {
     sleep_operation until_stop(clock::time_point::max());
     detail::parked p(run_idle_, until_stop);
     co_await until_stop;
-    if (co_await stop_requested()) break;
+    if ((cancelled = co_await stop_requested())) break;
   }
   stopping_ = true;
   wake();
   co_await resumed_by{run_waiter_, !working_};
   handler_ = nullptr;
   if (fatal_) co_return fatal_;
+  if (cancelled) co_return std::make_error_code(errc::operation_canceled);  // a timeout says timed_out
   co_return result<void>();
 }
 
@@ -218,12 +224,13 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
     detail::parked p(h.wait, until_due);
     co_await until_due;
   }
-  --held_;
   if (stopping_) {  // never started: hand it back, the claim not counted as an attempt
     const command_arg args[] = {j.id, j.token, j.due_ms};
     auto r = co_await call(release_, args);
     if (r && r->is_integer()) stats_.handed_back += static_cast<std::uint64_t>(r->integer());
+    --held_;
   } else {
+    --held_;
     ++running_;
     ++stats_.fired;
     stats_.lateness.record(late_us + to_us(now().time_since_epoch()));

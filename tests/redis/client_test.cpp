@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "../io/support.hpp"
-#include "redis_server.hpp"
+#include "queue_fixture.hpp"
 
 namespace cogwheel::redis_test {
 namespace {
@@ -20,20 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 using io_test::scaled;
 
-class redis_client : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!redis_server_available()) GTEST_SKIP() << "redis-server is not installed";
-    server_ = std::make_unique<redis_server>();
-    ASSERT_TRUE(server_->running());
-  }
-  redis::client_options options() const {
-    redis::client_options o;
-    o.address = socket_address::ipv4_loopback(server_->port());
-    return o;
-  }
-  std::unique_ptr<redis_server> server_;
-};
+using redis_client = queue_test;  // a fresh redis-server per test
 
 TEST_F(redis_client, replies_of_every_type_arrive_as_sent) {
   run([&]() -> task<void> {

@@ -178,7 +178,8 @@ class delay_queue {
   /// Claims and runs due jobs with `handler` until stop() or until run() itself is stopped (a
   /// with_timeout around it, a stop of its caller); then claims no more, hands back jobs it
   /// holds unstarted, gives running handlers stop_grace, cuts their deadline, and returns once
-  /// they have finished and been reported. A handler's error, exception (of any type) or
+  /// they have finished and been reported (errc::operation_canceled when it was stopped from
+  /// outside, so a with_timeout around it answers timed_out). A handler's error, exception (of any type) or
   /// timeout is a failure: retried after a back-off, up to max_attempts. errc::not_supported
   /// on a loop with a paused clock (its sleeps jump: the worker would claim in a busy loop).
   using handler_type = std::function<task<result<void>>(const job&)>;
