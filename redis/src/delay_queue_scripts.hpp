@@ -65,15 +65,26 @@ for _, k in ipairs({KEYS[3], KEYS[4], KEYS[5], KEYS[7]}) do redis.call('HDEL', k
 return n
 )";
 
+// Calls `cmd key args...` over a list, a few thousand arguments per call (Lua's unpack limit):
+// one command per batch instead of one per job is most of the claim's and ack's cost.
+#define COGWHEEL_REDIS_LUA_BULK                                                 \
+  "local function bulk(cmd, key, list)\n"                                       \
+  "  for i = 1, #list, 4000 do\n"                                               \
+  "    redis.call(cmd, key, unpack(list, i, math.min(i + 3999, #list)))\n"      \
+  "  end\n"                                                                     \
+  "end\n"
+
 // ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes.
 // First the in-flight jobs whose visibility expired (their worker died or stalled) go back to
 // due, or to the dead set once they used max_attempts claims. Then up to `limit` jobs due
 // within now + lookahead move to in flight, each with a new token, leased until
 // max(due, now) + visibility; their payloads together stay under max_claim_bytes (the first
-// one always goes), and a payload over max_payload_bytes sends its job to the dead set.
+// one always goes), and a payload over max_payload_bytes sends its job to the dead set. The
+// jobs taken are the first `taken` of the due set (ZRANGEBYSCORE from -inf lists them in rank
+// order), removed by one ZREMRANGEBYRANK.
 // -> {now, {id, payload, due, attempt, token, ...}, earliest due left or -1,
 //     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried}
-inline constexpr const char* claim_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
+inline constexpr const char* claim_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK R"(
 local visibility = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[4])
@@ -93,30 +104,51 @@ for _, id in ipairs(expired) do
   end
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'WITHSCORES', 'LIMIT', 0, limit)
-local out = {}
-local bytes = 0
 local more = #due == 2 * limit and 1 or 0
-for i = 1, #due, 2 do
-  local id = due[i]
-  local at = tonumber(due[i + 1])
-  local size = redis.call('HSTRLEN', KEYS[3], id)
-  if size > max_payload then
-    bury(id, 'payload of ' .. size .. ' bytes over max_payload_bytes ' .. max_payload)
-    buried = buried + 1
-  elseif #out > 0 and bytes + size > max_bytes then
-    more = 1
-    break
-  else
-    bytes = bytes + size
-    local token = redis.call('INCR', KEYS[8])
-    redis.call('ZREM', KEYS[1], id)
-    redis.call('ZADD', KEYS[2], math.max(at, now) + visibility, id)
-    redis.call('HSET', KEYS[5], id, token)
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HGET', KEYS[3], id) or ''
-    out[#out + 1] = at
-    out[#out + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
-    out[#out + 1] = token
+local out, inflight, attempts, leases = {}, {}, {}, {}
+local taken = 0
+if #due > 0 then
+  local ids = {}
+  for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+  local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
+  local tries = redis.call('HMGET', KEYS[4], unpack(ids))
+  local bytes = 0
+  local first = nil
+  for k, id in ipairs(ids) do
+    local payload = payloads[k] or ''
+    local size = #payload
+    if size > max_payload then
+      redis.call('ZADD', KEYS[6], now, id)
+      redis.call('HSET', KEYS[7], id, 'payload of ' .. size .. ' bytes over max_payload_bytes ' .. max_payload)
+      buried = buried + 1
+    elseif #out > 0 and bytes + size > max_bytes then
+      more = 1
+      break
+    else
+      bytes = bytes + size
+      if first == nil then first = tonumber(redis.call('INCRBY', KEYS[8], #ids)) - #ids end
+      local token = first + k
+      local at = tonumber(due[2 * k])
+      local attempt = tonumber(tries[k] or '0') + 1
+      inflight[#inflight + 1] = math.max(at, now) + visibility
+      inflight[#inflight + 1] = id
+      attempts[#attempts + 1] = id
+      attempts[#attempts + 1] = attempt
+      leases[#leases + 1] = id
+      leases[#leases + 1] = token
+      out[#out + 1] = id
+      out[#out + 1] = payload
+      out[#out + 1] = at
+      out[#out + 1] = attempt
+      out[#out + 1] = token
+    end
+    taken = k
+  end
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, taken - 1)
+  if #inflight > 0 then
+    bulk('ZADD', KEYS[2], inflight)
+    bulk('HSET', KEYS[4], attempts)
+    bulk('HSET', KEYS[5], leases)
   end
 end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -129,17 +161,21 @@ return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried}
   "local function holds(id, token) return redis.call('HGET', KEYS[5], id) == token end\n"
 
 // ARGV: id, token, id, token... -> how many still held their lease (and are done).
-inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_HOLDS R"(
-local n = 0
-for i = 1, #ARGV, 2 do
-  local id = ARGV[i]
-  if holds(id, ARGV[i + 1]) then
-    redis.call('ZREM', KEYS[2], id)
-    for _, k in ipairs({KEYS[3], KEYS[4], KEYS[5]}) do redis.call('HDEL', k, id) end
-    n = n + 1
-  end
+inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK R"(
+local ids = {}
+for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local tokens = redis.call('HMGET', KEYS[5], unpack(ids))
+local done = {}
+for k, id in ipairs(ids) do
+  if tokens[k] == ARGV[2 * k] then done[#done + 1] = id end
 end
-return n
+if #done > 0 then
+  bulk('ZREM', KEYS[2], done)
+  bulk('HDEL', KEYS[3], done)
+  bulk('HDEL', KEYS[4], done)
+  bulk('HDEL', KEYS[5], done)
+end
+return #done
 )";
 
 // ARGV: id, token, retry_delay_ms, max_attempts, channel, reason.
@@ -219,5 +255,6 @@ return 1
 
 #undef COGWHEEL_REDIS_LUA_PRELUDE
 #undef COGWHEEL_REDIS_LUA_HOLDS
+#undef COGWHEEL_REDIS_LUA_BULK
 
 }  // namespace cogwheel::redis::detail
