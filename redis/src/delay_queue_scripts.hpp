@@ -83,7 +83,9 @@ return n
 // jobs taken are the first `taken` of the due set (ZRANGEBYSCORE from -inf lists them in rank
 // order), removed by one ZREMRANGEBYRANK.
 // -> {now, {id, payload, due, attempt, token, ...}, earliest due left or -1,
-//     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried}
+//     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
+//     seconds and microseconds of TIME read at the script's end (the reference of
+//     the workers' start times: the later it is read, the less a batch starts late)}
 inline constexpr const char* claim_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK R"(
 local visibility = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
@@ -153,7 +155,8 @@ if #due > 0 then
 end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried}
+local te = redis.call('TIME')  -- not frozen in a script: read last, it is the reply's own time
+return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2]}
 )";
 
 // True when ARGV[i] (an id) still holds the lease ARGV[i + 1] (a token).

@@ -71,6 +71,7 @@ void delay_queue::wake() noexcept { detail::wake(idle_); }
 // A job ended: work() needs to know when it waits for a free slot or drains; otherwise its
 // sleep stands (waking it would cost a claim per job).
 void delay_queue::finished() noexcept {
+  if (stopping_) detail::wake(ack_idle_);
   if (stopping_ || sleeping_until_ms_ == INT64_MIN) wake();
 }
 
@@ -137,12 +138,13 @@ task<void> delay_queue::work() {
       auto r = co_await call(claim_, args);
       const clock::time_point replied = now();
       ++stats_.claims;
-      if (!r || !r->is_array() || r->size() != 6 || !(*r)[1].is_array()) {
+      if (!r || !r->is_array() || r->size() != 8 || !(*r)[1].is_array()) {
         wait_ms = error_backoff.count();
         error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
       } else {
         error_backoff = std::chrono::milliseconds(10);
         now_ms = int_of((*r)[0]);
+        const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
         stats_.dead += static_cast<std::uint64_t>(int_of((*r)[5]));
         const auto f = (*r)[1].elements();
         for (std::size_t i = 0; i + 4 < f.size(); i += 5) {
@@ -152,14 +154,14 @@ task<void> delay_queue::work() {
           j.due_ms = int_of(f[i + 2]);
           j.attempt = int_of(f[i + 3]);
           j.token = int_of(f[i + 4]);
-          // Due `ahead` ms after the server's TIME, which was read before `replied`: starting
+          // Due `ahead` after the server's TIME, which was read before `replied`: starting
           // `ahead` after `replied` is never early. The lease was stamped after `sent`.
-          const std::int64_t ahead = std::max<std::int64_t>(j.due_ms - now_ms, 0);
-          const clock::time_point start_at = replied + std::chrono::milliseconds(ahead);
+          const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
+          const clock::time_point start_at = replied + std::chrono::microseconds(ahead_us);
           const clock::time_point lease_end =
-              sent + std::chrono::milliseconds(ahead) + o_.visibility - detail::margin_of(o_);
+              sent + std::chrono::microseconds(ahead_us) + o_.visibility - detail::margin_of(o_);
           // Lateness by the server's clock: its TIME in the reply + local time since the reply.
-          const std::int64_t late_us = (now_ms - j.due_ms) * 1000;
+          const std::int64_t late_us = now_us - j.due_ms * 1000;
           ++held_;
           ++stats_.jobs;
           spawn(run_job(std::move(j), start_at, lease_end, late_us - to_us(replied.time_since_epoch())));
@@ -196,6 +198,7 @@ task<void> delay_queue::work() {
   }
   // The drain. Held jobs are handed back (their sleeps end now); running ones get the grace.
   for (held* h = held_list_; h != nullptr; h = h->next) detail::wake(h->wait);
+  detail::wake(ack_idle_);
   const clock::time_point grace_end = now() + o_.stop_grace;
   while (running_ + held_ > 0 && now() < grace_end) {
     sleep_operation idle(grace_end);
@@ -256,6 +259,8 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
       if (!acking_) {
         acking_ = true;
         spawn(flush_acks());
+      } else if (acks_.size() >= max_ack_batch) {
+        detail::wake(ack_idle_);  // a full batch goes at once
       }
     } else {
       ++stats_.failed;
@@ -281,6 +286,11 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
 task<void> delay_queue::flush_acks() {
   std::vector<std::pair<std::string, std::int64_t>> batch;
   std::vector<command_arg> args;
+  if (o_.ack_delay.count() > 0 && !stopping_) {  // gather the jobs done meanwhile
+    sleep_operation gather = sleep_for(o_.ack_delay);
+    detail::parked p(ack_idle_, gather);
+    co_await gather;
+  }
   while (!acks_.empty()) {
     const std::size_t n = std::min(acks_.size(), max_ack_batch);
     batch.assign(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + static_cast<std::ptrdiff_t>(n)));

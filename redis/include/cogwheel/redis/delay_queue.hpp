@@ -94,6 +94,9 @@ struct worker_options {
   /// Claim the jobs due within this window and hold them on the wheel until their due time:
   /// one claim per lookahead / 2 of due jobs instead of one per due instant.
   std::chrono::milliseconds lookahead{0};
+  /// Acknowledgements wait this long to go as one batch (a full batch of 512 goes at once):
+  /// one script per batch instead of one per job, for jobs held this much longer in flight.
+  std::chrono::milliseconds ack_delay{0};
   /// Bound of the payload bytes one claim takes (the first job always goes).
   std::size_t max_claim_bytes = 4u << 20;
   /// On stop: running handlers get this long to finish, then their deadline is cut.
@@ -225,6 +228,7 @@ class delay_queue {
   std::int64_t jitter_ms_ = 0;          // this worker's offset of its lookahead wake-ups
   sleep_operation* idle_ = nullptr;     // work()'s sleep
   sleep_operation* run_idle_ = nullptr;  // run()'s wait for a stop
+  sleep_operation* ack_idle_ = nullptr;  // flush_acks() gathering a batch
   std::coroutine_handle<> run_waiter_;  // run() waiting for work() to finish
   worker_stats stats_;
 };
