@@ -110,6 +110,7 @@ struct lateness_stats {
   std::uint64_t sum_us = 0;
   std::uint64_t max_us = 0;
   std::array<std::uint64_t, 32> buckets{};
+  /// Counts one start `us` late (a negative lateness counts as 0).
   void record(std::int64_t us) noexcept;
   /// The upper bound of the bucket holding quantile q (0..1) in us; 0 when empty.
   std::uint64_t quantile_us(double q) const noexcept;
@@ -147,6 +148,7 @@ struct dead_job {
   std::string reason;
 };
 
+/// Durable delayed jobs on Redis: producers' and operators' calls, and the worker (run).
 class delay_queue {
  public:
   /// Commands go through `c`, which must outlive the queue.
@@ -186,10 +188,14 @@ class delay_queue {
   /// timeout is a failure: retried after a back-off, up to max_attempts. errc::not_supported
   /// on a loop with a paused clock (its sleeps jump: the worker would claim in a busy loop).
   using handler_type = std::function<task<result<void>>(const job&)>;
+  /// See above.
   task<result<void>> run(handler_type handler, worker_options options);
+  /// Asks run() to finish (as described there). Idempotent.
   void stop() noexcept;
 
+  /// What run() counted (this worker only).
   const worker_stats& stats() const noexcept { return stats_; }
+  /// The queue's name (its keys are {name}:...).
   const std::string& name() const noexcept { return name_; }
 
  private:
