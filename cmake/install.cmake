@@ -4,7 +4,7 @@
 #   <libdir>/cmake/cogwheel/                   the find_package(cogwheel) package: targets
 #                                              cogwheel::timer, cogwheel::runtime, cogwheel::io
 #   <libdir>/pkgconfig/cogwheel.pc             the same libraries for pkg-config (as Meson's)
-# and, when the Redis client was built (hiredis found):
+# and the Redis client (always built: its RESP parser is its own):
 #   <libdir>/libcogwheel_redis.a, <includedir>/cogwheel/redis/...
 #   <libdir>/cmake/cogwheel/cogwheelRedisTargets.cmake   cogwheel::redis (COMPONENTS redis)
 #   <libdir>/pkgconfig/cogwheel-redis.pc                 the Redis client for pkg-config

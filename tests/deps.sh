@@ -10,7 +10,7 @@ cogwheel_deps+=(doxygen)
 cogwheel_deps+=(libasio-dev libuv1-dev libevent-dev)
 # What sits on top (the HTTP example, the Redis client) and the real servers and clients their
 # tests and benchmarks start: optional for a build, installed here so CI runs those tests.
-cogwheel_deps+=(libhttp-parser-dev libhiredis-dev nginx-light wrk slowhttptest redis-server curl apache2-utils)
+cogwheel_deps+=(libhttp-parser-dev nginx-light wrk slowhttptest redis-server curl apache2-utils)
 # io's resolver links c-ares (required); dnsmasq is the local DNS server bench/resolve_bench.cpp
 # measures against.
 cogwheel_deps+=(libc-ares-dev dnsmasq-base)

@@ -7,8 +7,8 @@
 #   3. a Meson parent project with cogwheel as a subproject (a copy of the tracked files);
 #   4. a CMake parent project with add_subdirectory(<repo>).
 # Installs relocate: route 1 installs again with `cmake --install --prefix` elsewhere and route 2
-# moves its installed tree, each then used through pkg-config alone. Where hiredis is installed
-# the Redis client is built, so every route must also ship it: tests/install/redis_consumer.cpp
+# moves its installed tree, each then used through pkg-config alone. The Redis client
+# is always built, so every route must also ship it: tests/install/redis_consumer.cpp
 # is built and run through cogwheel::redis, the cogwheel-redis pkg-config module and Meson's
 # dependency('cogwheel-redis').
 # Also checks that only libraries, headers and package files are installed, and that a
@@ -24,9 +24,8 @@ jobs=$(nproc)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cogwheel-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 check() { echo; echo "== $*"; }
-# The Redis client is built (and must be installed) where hiredis is.
-with_redis=false
-pkg-config --exists hiredis && with_redis=true
+# The Redis client is always built (its RESP parser is its own), so it must always be installed.
+with_redis=true
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # run_consumer <executable>: runs it; 77 counts as skipped, anything else non-zero fails.
 run_consumer() {
@@ -132,8 +131,7 @@ meson compile -C "$tmp/meson-parent-build" -j "$jobs" >/dev/null
 targets=$(meson introspect "$tmp/meson-parent-build" --targets |
   python3 -c 'import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 echo "targets: $targets"
-# cogwheel_redis joins them where hiredis is installed (an optional library, not a program),
-# and so does the consumer of the Redis client.
+# cogwheel_redis joins them (a library, not a program), and so does the Redis client's consumer.
 if $with_redis; then
   [[ " $targets " == *" cogwheel_redis "* && " $targets " == *" redis_consumer "* ]] \
     || fail "the subproject gave no dependency('cogwheel-redis')"

@@ -3,15 +3,21 @@
 //   schedule   jobs/s of delay_queue::schedule (EVALSHA), pipelined by 256 producer coroutines
 //   wheel      2 workers (2 cores) on delay_queue::run: each sleeps on its wheel until the next
 //              due time and is woken by Pub/Sub
-//   wheel+10ms the same with worker_options::coalesce = 10 ms (one claim per 10 ms of due jobs)
-//   polling    2 workers that run a claim script (ZRANGEBYSCORE + ZREM) every 100 ms
+//   lookahead  the same with worker_options::lookahead = 200 ms: one claim takes the jobs due
+//              within 200 ms and holds them on the wheel until their due time
+//   poll 100ms 2 workers that run a claim script (ZRANGEBYSCORE + ZREM) every 100 ms
+//   poll 1s    the same every second
 // For each worker kind, --rounds rounds of --jobs jobs due evenly over --seconds: firing
 // lateness (handler start - due time) p50/p99/max, and Redis CPU per fired job (utime+stime of
 // the redis-server process from /proc/<pid>/stat over the round, which includes idle polls).
 // Medians over the rounds are printed as a Markdown table.
 //
-// Usage: delay_queue_bench [--pending=1000000] [--jobs=10000] [--seconds=5] [--rounds=3]
-//        [--verbose: INFO commandstats of each round on stderr]
+// Then, unless --throughput=0: end-to-end throughput (jobs scheduled due at once by 256
+// producers on a third thread, fired and acknowledged by the 2 lookahead workers), with the
+// share of one core Redis used meanwhile.
+//
+// Usage: delay_queue_bench [--pending=1000000] [--jobs=10000] [--seconds=5] [--rounds=5]
+//        [--throughput=200000] [--verbose: INFO commandstats of each round on stderr]
 // Needs redis-server on PATH.
 #include <cogwheel/redis/delay_queue.hpp>
 
@@ -26,6 +32,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redis_server.hpp"
@@ -40,7 +47,8 @@ struct config {
   int pending = 1'000'000;
   int jobs = 10'000;
   int seconds = 5;
-  int rounds = 3;
+  int rounds = 5;
+  int throughput = 200'000;
   unsigned workers = 2;
   bool verbose = false;
 };
@@ -112,10 +120,14 @@ struct round_result {
   double p50_us, p99_us, max_us, redis_cpu_us_per_job;
 };
 
-// Runs `workers` cores until `jobs` jobs have fired; `polling` picks the worker kind.
+constexpr int kinds = 4;
+const char* const kind_names[kinds] = {"wheel + Pub/Sub (delay_queue)", "the same, lookahead = 200 ms",
+                                       "polling every 100 ms", "polling every 1 s"};
+
+// Runs `workers` cores until `jobs` jobs have fired; `kind` picks the worker kind.
 round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int kind, int round) {
-  const bool polling = kind == 2;
-  std::string prefix(1, "wcp"[kind]);
+  const bool polling = kind >= 2;
+  std::string prefix(1, "wlpq"[kind]);
   prefix.append(std::to_string(round)).push_back(':');
   const auto start = wall_clock::now() + 1500ms;
   schedule_all(port, prefix, cfg.jobs, start, std::chrono::seconds(cfg.seconds));
@@ -133,7 +145,7 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
     };
     if (polling) {
       redis::script claim(poll_claim_lua);
-      interval every(100ms);
+      interval every(kind == 2 ? 100ms : 1000ms);
       const redis::command_arg keys[] = {"{bench}:due", "{bench}:payload"};
       const redis::command_arg args[] = {1000};
       while (!done) {
@@ -147,7 +159,10 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
       redis::worker_options w;
       w.address = socket_address::ipv4_loopback(port);
       w.concurrency = 1000;
-      if (kind == 1) w.coalesce = 10ms;
+      if (kind == 1) {
+        w.lookahead = 200ms;
+        w.ack_delay = 100ms;
+      }
       auto handler = [&](const redis::job& j) -> task<result<void>> {
         record(j.due_ms);
         co_return result<void>();
@@ -157,6 +172,13 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
         q.stop();
       };
       co_await when_all(q.run(handler, w), watch());
+      if (cfg.verbose) {
+        const auto& s = q.stats();
+        std::fprintf(stderr, "core %u: claims %llu fired %llu ack batches %llu, lateness by the server's clock p50 <= %llu us p99 <= %llu us\n",
+                     core, static_cast<unsigned long long>(s.claims), static_cast<unsigned long long>(s.fired),
+                     static_cast<unsigned long long>(s.ack_batches), static_cast<unsigned long long>(s.lateness.quantile_us(0.5)),
+                     static_cast<unsigned long long>(s.lateness.quantile_us(0.99)));
+      }
     }
   });
   const double cpu1 = cpu_seconds(redis_pid);
@@ -181,6 +203,70 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+struct throughput_result {
+  double jobs_per_s, redis_core_share, p50_us, p99_us;
+};
+
+// `n` jobs due at once (schedule_after 0) from 256 producer coroutines on a thread of their own,
+// fired and acknowledged by 2 lookahead workers: jobs/s from the first schedule to the last ack.
+throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t port, int round) {
+  const int n = cfg.throughput;
+  std::string prefix(1, 't');  // built by append: GCC 12 warns (-Wrestrict) on "t" + s + ":"
+  prefix.append(std::to_string(round)).push_back(':');
+  std::vector<std::atomic<std::uint64_t>> acked(cfg.workers);
+  std::vector<std::vector<std::int64_t>> late(cfg.workers);
+  std::atomic<bool> done{false};
+  const double cpu0 = cpu_seconds(redis_pid);
+  const auto t0 = clock::now();
+  std::thread producer([&] {
+    run([&]() -> task<void> {
+      auto c = co_await redis::client::connect(options(port));
+      if (!c) co_return;
+      redis::delay_queue q(*c, "bench");
+      auto one = [&](int first) -> task<void> {
+        for (int i = first; i < n; i += 256) (void)co_await q.schedule_after(prefix + std::to_string(i), "payload", 0ms);
+      };
+      std::vector<task<void>> all;
+      for (int p = 0; p < 256; ++p) all.push_back(one(p));
+      co_await when_all(std::move(all));
+    }());
+  });
+  runtime rt(runtime_options{.cores = cfg.workers});
+  rt.run([&](unsigned core) -> task<void> {
+    auto c = co_await redis::client::connect(options(port));
+    if (!c) co_return;
+    redis::delay_queue q(*c, "bench");
+    redis::worker_options w;
+    w.address = socket_address::ipv4_loopback(port);
+    w.concurrency = 2000;
+    w.lookahead = 200ms;
+    w.ack_delay = 20ms;
+    auto handler = [&, core](const redis::job& j) -> task<result<void>> {
+      late[core].push_back(wall_us() - j.due_ms * 1000);
+      co_return result<void>();
+    };
+    auto watch = [&]() -> task<void> {
+      while (!done) {
+        co_await sleep_for(5ms);
+        acked[core] = q.stats().acked;
+        std::uint64_t total = 0;
+        for (auto& a : acked) total += a;
+        if (total >= static_cast<std::uint64_t>(n)) done = true;
+      }
+      q.stop();
+    };
+    co_await when_all(q.run(handler, w), watch());
+  });
+  const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  producer.join();
+  const double cpu1 = cpu_seconds(redis_pid);
+  std::vector<std::int64_t> all;
+  for (auto& v : late) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  auto at = [&](double q) { return static_cast<double>(all[std::min(all.size() - 1, static_cast<std::size_t>(q * all.size()))]); };
+  return {n / seconds, (cpu1 - cpu0) / seconds, at(0.5), at(0.99)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -192,9 +278,10 @@ int main(int argc, char** argv) {
     else if (a.rfind("--jobs=", 0) == 0) cfg.jobs = value("--jobs=");
     else if (a.rfind("--seconds=", 0) == 0) cfg.seconds = value("--seconds=");
     else if (a.rfind("--rounds=", 0) == 0) cfg.rounds = value("--rounds=");
+    else if (a.rfind("--throughput=", 0) == 0) cfg.throughput = value("--throughput=");
     else if (a == "--verbose") cfg.verbose = true;
     else {
-      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--verbose]\n", argv[0]);
       return 2;
     }
   }
@@ -207,14 +294,12 @@ int main(int argc, char** argv) {
   std::printf("scheduled %d pending jobs: %.0f jobs/s (EVALSHA, 256 in flight, one connection)\n", cfg.pending, rate);
   std::printf("%d rounds of %d jobs due over %d s, %u workers, %d jobs pending\n\n", cfg.rounds, cfg.jobs,
               cfg.seconds, cfg.workers, cfg.pending);
-  const char* names[] = {"wheel + Pub/Sub (delay_queue)", "the same, coalesce = 10 ms",
-                         "polling (ZRANGEBYSCORE every 100 ms)"};
-  std::vector<double> v[3][4];
+  std::vector<double> v[kinds][4];
   for (int r = 0; r < cfg.rounds; ++r) {
-    for (int kind = 0; kind < 3; ++kind) {  // interleaved, so drift hits every kind alike
+    for (int kind = 0; kind < kinds; ++kind) {  // interleaved, so drift hits every kind alike
       const round_result x = fire(cfg, server.pid(), server.port(), kind, r);
       std::fprintf(stderr, "round %d %s: p50 %.0f us p99 %.0f us max %.0f us, redis %.2f us/job\n", r,
-                   names[kind], x.p50_us, x.p99_us, x.max_us, x.redis_cpu_us_per_job);
+                   kind_names[kind], x.p50_us, x.p99_us, x.max_us, x.redis_cpu_us_per_job);
       v[kind][0].push_back(x.p50_us);
       v[kind][1].push_back(x.p99_us);
       v[kind][2].push_back(x.max_us);
@@ -222,12 +307,27 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("| worker | lateness p50 | p99 | max | Redis CPU per fired job |\n|---|---|---|---|---|\n");
-  for (int kind = 0; kind < 3; ++kind)
-    std::printf("| %s | %.2f ms | %.2f ms | %.2f ms | %.1f us |\n", names[kind], median(v[kind][0]) / 1e3,
+  for (int kind = 0; kind < kinds; ++kind)
+    std::printf("| %s | %.2f ms | %.2f ms | %.2f ms | %.1f us |\n", kind_names[kind], median(v[kind][0]) / 1e3,
                 median(v[kind][1]) / 1e3, median(v[kind][2]) / 1e3, median(v[kind][3]));
-  std::printf("\npolling / wheel: p50 lateness x%.1f, Redis CPU per job x%.2f\n",
-              median(v[2][0]) / median(v[0][0]), median(v[2][3]) / median(v[0][3]));
-  std::printf("polling / wheel+10ms: p50 lateness x%.1f, Redis CPU per job x%.2f\n",
-              median(v[2][0]) / median(v[1][0]), median(v[2][3]) / median(v[1][3]));
+  for (int kind : {0, 1, 3})
+    std::printf("\n%s / polling every 100 ms: Redis CPU per job x%.2f, p99 lateness x%.3f", kind_names[kind],
+                median(v[kind][3]) / median(v[2][3]), median(v[kind][1]) / median(v[2][1]));
+  std::printf("\n");
+  if (cfg.throughput > 0) {
+    std::vector<double> t[4];
+    for (int r = 0; r < cfg.rounds; ++r) {
+      const throughput_result x = throughput(cfg, server.pid(), server.port(), r);
+      std::fprintf(stderr, "throughput round %d: %.0f jobs/s, redis %.0f%% of a core, p50 %.0f us p99 %.0f us\n", r,
+                   x.jobs_per_s, x.redis_core_share * 100, x.p50_us, x.p99_us);
+      t[0].push_back(x.jobs_per_s);
+      t[1].push_back(x.redis_core_share);
+      t[2].push_back(x.p50_us);
+      t[3].push_back(x.p99_us);
+    }
+    std::printf("\nthroughput, %d jobs due at once (scheduled, fired, acknowledged), lookahead workers: %.0f jobs/s, "
+                "Redis at %.0f%% of a core, lateness p50 %.2f ms p99 %.2f ms (medians of %d)\n",
+                cfg.throughput, median(t[0]), median(t[1]) * 100, median(t[2]) / 1e3, median(t[3]) / 1e3, cfg.rounds);
+  }
   return 0;
 }

@@ -26,6 +26,28 @@ std::error_code code_of_error_reply(std::string_view text) noexcept {
   return error::server_error;
 }
 
+bool equals_nocase(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const char c = a[i] >= 'a' && a[i] <= 'z' ? static_cast<char>(a[i] - 'a' + 'A') : a[i];
+    if (c != b[i]) return false;
+  }
+  return true;
+}
+
+// A command the FIFO of replies cannot follow: none at all (Redis answers nothing), or one
+// after which the server sends more (or other) replies than commands.
+bool shifts_replies(std::span<const command_arg> args) noexcept {
+  if (args.empty()) return true;
+  const std::string_view name = args[0].view();
+  for (std::string_view c : {"SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE",
+                             "SUNSUBSCRIBE", "MONITOR"}) {
+    if (equals_nocase(name, c)) return true;
+  }
+  // HELLO 3 switches the connection to RESP3, which this client does not parse.
+  return equals_nocase(name, "HELLO") && args.size() > 1 && args[1].view() != "2";
+}
+
 void append_header(std::string& out, char kind, std::size_t n) {
   char buf[24];
   out.push_back(kind);
@@ -36,7 +58,8 @@ void append_header(std::string& out, char kind, std::size_t n) {
 }  // namespace
 
 connection::connection(client_options options)
-    : options_(std::move(options)), reader_(options_.max_reply_bytes, options_.max_reply_elements) {}
+    : options_(std::move(options)),
+      reader_(options_.max_reply_bytes, options_.max_reply_elements, options_.max_reply_depth) {}
 
 connection::~connection() {
   // Only at loop teardown can waiters remain (their frames are being destroyed too): unlink
@@ -60,6 +83,11 @@ void connection::encode(std::span<const command_arg> args) {
 
 std::coroutine_handle<> connection::submit(waiter& w, std::span<const command_arg> args,
                                            cogwheel::continuation c) {
+  if (shifts_replies(args)) {
+    w.st = waiter::state::done;
+    w.outcome = std::make_error_code(errc::invalid_argument);
+    return c.complete();
+  }
   if (!connected_) {
     w.st = waiter::state::done;
     w.outcome = make_error_code(closing_ ? error::closed : error::not_connected);
@@ -144,8 +172,10 @@ bool connection::route_message(const reply& r) {
   return false;
 }
 
-void connection::dispatch(reply r) {
-  got_reply_ = true;
+void connection::dispatch(parsed_reply p) {
+  reply& r = p.value;
+  // An error reply alone is no proof of a working connection ("-ERR max number of clients").
+  if (!r.is_error() && !p.skipped) got_reply_ = true;
   if (route_message(r)) return;
   if (head_ == nullptr) {
     if (trailing_discards_ == 0) return lose(error::unexpected_reply);
@@ -163,7 +193,13 @@ void connection::dispatch(reply r) {
   (head_ != nullptr ? head_->prev : tail_) = nullptr;
   w.next = nullptr;
   w.st = waiter::state::done;
-  if (r.is_error()) w.outcome = code_of_error_reply(r.str()); else w.outcome = std::move(r);
+  if (p.skipped) {
+    w.outcome = p.skipped;
+  } else if (r.is_error()) {
+    w.outcome = code_of_error_reply(r.str());
+  } else {
+    w.outcome = std::move(r);
+  }
   // Inline: the waiter runs until its next suspension, then the reader goes on. The session
   // frame holds a reference to *this, so whatever the waiter does, *this outlives this call.
   w.done.complete().resume();

@@ -53,7 +53,7 @@ class connection : public std::enable_shared_from_this<connection> {
   task<void> write_loop();
 
   void encode(std::span<const command_arg> args);
-  void dispatch(reply r);
+  void dispatch(parsed_reply p);
   bool route_message(const reply& r);
   void push(waiter& w) noexcept;
   void unlink(waiter& w) noexcept;

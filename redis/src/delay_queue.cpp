@@ -1,194 +1,127 @@
+// delay_queue: the producers' and operators' side (schedule, cancel, depth, the dead set) and
+// the stats. The worker (run) is in delay_queue_worker.cpp.
 #include <cogwheel/redis/delay_queue.hpp>
 
 #include <algorithm>
-#include <charconv>
-#include <exception>
+#include <bit>
 #include <utility>
-#include <vector>
 
-#include <cogwheel/runtime/spawn.hpp>
-#include <cogwheel/runtime/timeout.hpp>
-
+#include "delay_queue_internal.hpp"
 #include "delay_queue_scripts.hpp"
-#include "parked.hpp"
 
 namespace cogwheel::redis {
 
-namespace {
+using detail::as_flag;
+using detail::int_of;
 
-// Rounded up: a job is never due before the time it was given.
-std::int64_t to_ms(wall_clock::time_point t) noexcept {
-  return std::chrono::ceil<std::chrono::milliseconds>(t.time_since_epoch()).count();
+void lateness_stats::record(std::int64_t us) noexcept {
+  const auto v = static_cast<std::uint64_t>(std::max<std::int64_t>(us, 0));
+  ++count;
+  sum_us += v;
+  max_us = std::max(max_us, v);
+  ++buckets[std::min<std::size_t>(static_cast<std::size_t>(std::bit_width(v)), buckets.size() - 1)];
 }
 
-result<bool> as_flag(const result<reply>& r) {
-  if (!r) return r.error();
-  if (!r->is_integer()) return make_error_code(error::unexpected_type);
-  return r->integer() != 0;
+std::uint64_t lateness_stats::quantile_us(double q) const noexcept {
+  if (count == 0) return 0;
+  const auto rank = static_cast<std::uint64_t>(q * static_cast<double>(count - 1)) + 1;
+  std::uint64_t seen = 0;
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    seen += buckets[i];
+    if (seen >= rank) return i == 0 ? 1 : std::min<std::uint64_t>(std::uint64_t{1} << i, max_us);
+  }
+  return max_us;
 }
 
-std::int64_t int_of(const reply& r) noexcept {
-  if (auto i = r.to_integer()) return *i;
-  if (auto d = r.to_double()) return static_cast<std::int64_t>(*d);
-  return 0;
-}
-
-}  // namespace
-
-delay_queue::delay_queue(client& c, std::string name)
+delay_queue::delay_queue(client& c, std::string name, queue_options options)
     : client_(&c),
       name_(std::move(name)),
-      due_("{" + name_ + "}:due"),
-      inflight_("{" + name_ + "}:inflight"),
-      payload_("{" + name_ + "}:payload"),
-      attempts_("{" + name_ + "}:attempts"),
-      dead_("{" + name_ + "}:dead"),
+      qopts_(options),
+      keys_storage_{"{" + name_ + "}:due",   "{" + name_ + "}:inflight", "{" + name_ + "}:payload",
+                    "{" + name_ + "}:attempts", "{" + name_ + "}:lease",  "{" + name_ + "}:dead",
+                    "{" + name_ + "}:reason", "{" + name_ + "}:token"},
+      keys_{keys_storage_[0], keys_storage_[1], keys_storage_[2], keys_storage_[3],
+            keys_storage_[4], keys_storage_[5], keys_storage_[6], keys_storage_[7]},
       channel_("{" + name_ + "}:wake"),
       schedule_(detail::schedule_lua),
       reschedule_(detail::reschedule_lua),
       cancel_(detail::cancel_lua),
       claim_(detail::claim_lua),
       ack_(detail::ack_lua),
-      fail_(detail::fail_lua) {}
+      fail_(detail::fail_lua),
+      extend_(detail::extend_lua),
+      release_(detail::release_lua),
+      depth_(detail::depth_lua),
+      list_dead_(detail::list_dead_lua),
+      requeue_(detail::requeue_lua) {}
 
-task<result<bool>> delay_queue::schedule(std::string_view id, std::string_view payload, wall_clock::time_point due) {
-  const command_arg keys[] = {due_, payload_};
-  const command_arg args[] = {id, payload, to_ms(due), channel_};
-  co_return as_flag(co_await schedule_.run(*client_, keys, args));
+task<result<reply>> delay_queue::call(script& s, std::span<const command_arg> args) {
+  return s.run(*client_, keys_, args);
 }
 
-task<result<bool>> delay_queue::reschedule(std::string_view id, wall_clock::time_point due) {
-  const command_arg keys[] = {due_};
-  const command_arg args[] = {id, to_ms(due), channel_};
-  co_return as_flag(co_await reschedule_.run(*client_, keys, args));
+task<result<bool>> delay_queue::schedule(std::string id, std::string payload, wall_clock::time_point due) {
+  if (payload.size() > qopts_.max_payload_bytes) co_return std::make_error_code(errc::value_too_large);
+  const command_arg args[] = {id, payload, detail::to_ms(due), channel_, "at"};
+  co_return as_flag(co_await call(schedule_, args));
 }
 
-task<result<bool>> delay_queue::cancel(std::string_view id) {
-  const command_arg keys[] = {due_, inflight_, payload_, attempts_};
+task<result<bool>> delay_queue::schedule_after(std::string id, std::string payload, std::chrono::milliseconds delay) {
+  if (payload.size() > qopts_.max_payload_bytes) co_return std::make_error_code(errc::value_too_large);
+  const command_arg args[] = {id, payload, std::max<std::int64_t>(delay.count(), 0), channel_, "after"};
+  co_return as_flag(co_await call(schedule_, args));
+}
+
+task<result<bool>> delay_queue::reschedule(std::string id, wall_clock::time_point due) {
+  const command_arg args[] = {id, detail::to_ms(due), channel_};
+  co_return as_flag(co_await call(reschedule_, args));
+}
+
+task<result<bool>> delay_queue::cancel(std::string id) {
   const command_arg args[] = {id};
-  co_return as_flag(co_await cancel_.run(*client_, keys, args));
+  co_return as_flag(co_await call(cancel_, args));
 }
 
-void delay_queue::stop() noexcept {
-  stopping_ = true;
-  wake();
+task<result<queue_depth>> delay_queue::depth() {
+  auto r = co_await call(depth_, {});
+  if (!r) co_return r.error();
+  if (!r->is_array() || r->size() != 3) co_return make_error_code(error::unexpected_type);
+  co_return queue_depth{int_of((*r)[0]), int_of((*r)[1]), int_of((*r)[2])};
 }
 
-void delay_queue::wake() noexcept { detail::wake(idle_); }
-
-// A job became the earliest at `payload` (ms): wake the worker if it sleeps past it.
-void delay_queue::on_message(std::string_view payload) noexcept {
-  std::int64_t at = 0;
-  std::from_chars(payload.data(), payload.data() + payload.size(), at);
-  hint_ms_ = std::min(hint_ms_, at);
-  if (idle_ != nullptr && at < sleeping_until_ms_) {
-    ++stats_.woken_by_message;
-    wake();
+task<result<std::vector<dead_job>>> delay_queue::list_dead(std::size_t offset, std::size_t count) {
+  std::vector<dead_job> out;
+  if (count == 0) co_return out;
+  const command_arg args[] = {offset, count};
+  auto r = co_await call(list_dead_, args);
+  if (!r) co_return r.error();
+  if (!r->is_array()) co_return make_error_code(error::unexpected_type);
+  const auto f = r->elements();
+  for (std::size_t i = 0; i + 4 < f.size(); i += 5) {
+    out.push_back(dead_job{std::string(f[i].str()), std::string(f[i + 1].str()), int_of(f[i + 2]),
+                           int_of(f[i + 3]), std::string(f[i + 4].str())});
   }
+  co_return out;
 }
 
-task<void> delay_queue::run_job(job j, const handler_type& handler, const worker_options& o,
-                                clock::time_point claimed_at) {
-  // The claim was sent at claimed_at, before the server stamped the visibility expiry: a local
-  // deadline of claimed_at + visibility ends no later than the job's visibility does.
-  result<void> outcome;
-  try {
-    outcome = co_await with_deadline(handler(j), claimed_at + o.visibility);
-  } catch (const std::exception&) {
-    outcome = make_error_code(errc::operation_canceled);
-  }
-  if (outcome) {
-    acks_.push_back(std::move(j.id));
-    if (!acking_) {
-      acking_ = true;
-      spawn(flush_acks());
-    }
-  } else {
-    ++stats_.failed;
-    const auto shift = std::min<std::int64_t>(j.attempt - 1, 30);
-    const auto delay = std::min<std::int64_t>(o.retry_initial.count() << shift, o.retry_max.count());
-    const command_arg keys[] = {due_, inflight_, dead_};
-    const command_arg args[] = {j.id, delay, j.attempt, o.max_attempts, channel_};
-    (void)co_await fail_.run(*client_, keys, args);
-  }
-  --running_;
-  wake();  // the worker may be waiting for a free slot
+task<result<bool>> delay_queue::requeue_dead(std::string id, std::chrono::milliseconds delay) {
+  const command_arg args[] = {id, std::max<std::int64_t>(delay.count(), 0), channel_};
+  co_return as_flag(co_await call(requeue_, args));
 }
 
-// Acknowledges every job done so far in one script, again while more finished meanwhile. A
-// failed acknowledgement leaves those jobs in flight: they run again after their visibility
-// (at-least-once).
-task<void> delay_queue::flush_acks() {
-  const command_arg keys[] = {inflight_, payload_, attempts_};
-  std::vector<std::string> batch;
-  std::vector<command_arg> args;
-  while (!acks_.empty()) {
-    batch.swap(acks_);
-    args.assign(batch.begin(), batch.end());
-    auto r = co_await ack_.run(*client_, keys, args);
-    ++stats_.ack_batches;
-    if (r && r->is_integer()) stats_.acked += static_cast<std::uint64_t>(r->integer());
-    batch.clear();
+task<result<bool>> delay_queue::extend(const job& j, std::chrono::milliseconds visibility) {
+  const clock::time_point sent = now();
+  const command_arg args[] = {j.id, j.token, visibility.count()};
+  auto r = co_await call(extend_, args);
+  if (!r) co_return r.error();
+  if (r->is_integer() && r->integer() == 0) {
+    ++stats_.lost_leases;
+    co_return false;
   }
-  acking_ = false;
-  wake();  // run() may be waiting for the last batch
-}
-
-task<result<void>> delay_queue::run(handler_type handler, worker_options o) {
-  client_options sub_options;
-  sub_options.address = o.address;
-  sub_options.subscriptions = {channel_};
-  sub_options.on_message = [this](std::string_view, std::string_view m) { on_message(m); };
-  auto sub = co_await client::connect(std::move(sub_options));
-  if (!sub) co_return sub.error();
-
-  const command_arg keys[] = {due_, inflight_, payload_, attempts_};
-  auto error_backoff = std::chrono::milliseconds(10);
-  while (!stopping_) {
-    std::int64_t wait_ms = o.max_wait.count();
-    std::int64_t now_ms = 0;
-    if (running_ < o.concurrency) {
-      const unsigned limit = o.concurrency - running_;
-      const command_arg args[] = {o.visibility.count(), limit};
-      const clock::time_point sent = clock::now();
-      hint_ms_ = INT64_MAX;
-      auto r = co_await claim_.run(*client_, keys, args);
-      ++stats_.claims;
-      if (!r || !r->is_array() || r->size() != 4 || !(*r)[1].is_array()) {
-        co_await sleep_for(error_backoff);
-        error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
-        continue;
-      }
-      error_backoff = std::chrono::milliseconds(10);
-      now_ms = int_of((*r)[0]);
-      const auto fields = (*r)[1].elements();
-      for (std::size_t i = 0; i + 3 < fields.size(); i += 4) {
-        job j{std::string(fields[i].str()), std::string(fields[i + 1].str()), int_of(fields[i + 2]),
-              int_of(fields[i + 3])};
-        ++running_;
-        ++stats_.jobs;
-        spawn(run_job(std::move(j), handler, o, sent));
-      }
-      if (fields.size() / 4 == limit) continue;  // more may be due already
-      for (std::size_t k : {2u, 3u}) {
-        const std::int64_t next = int_of((*r)[k]);
-        if (next >= 0) wait_ms = std::min(wait_ms, std::max<std::int64_t>(next - now_ms, 0) + o.coalesce.count());
-      }
-      if (hint_ms_ < now_ms + wait_ms) continue;  // announced while the claim was on its way
-    }
-    if (stopping_) break;
-    sleep_operation idle = sleep_for(std::chrono::milliseconds(wait_ms));
-    // Waiting for a free slot, an earlier job changes nothing.
-    sleeping_until_ms_ = running_ < o.concurrency ? now_ms + wait_ms : INT64_MIN;
-    detail::parked p(idle_, idle);
-    co_await idle;
-  }
-  while (running_ > 0 || acking_) {
-    sleep_operation idle = sleep_for(o.max_wait);
-    detail::parked p(idle_, idle);
-    co_await idle;
-  }
-  co_return result<void>();
+  if (!r->is_array()) co_return make_error_code(error::unexpected_type);
+  // The server stamped the new expiry after `sent`: ending the margin before sent + visibility,
+  // the handler's deadline stays inside the lease.
+  if (j.lease_ != nullptr) j.lease_->reset_to(sent + visibility - detail::margin_of(o_));
+  co_return true;
 }
 
 }  // namespace cogwheel::redis

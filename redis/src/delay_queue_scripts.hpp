@@ -1,32 +1,54 @@
-// The Lua scripts of delay_queue. Each runs atomically on the server; times are ms since the
-// epoch by the server's TIME, so clocks of producers and workers need not agree.
+// The delay queue's Lua scripts: each change of the queue is one script, so it is atomic on the
+// server; times are ms since the epoch by the server's TIME, so clocks of producers and workers
+// need not agree.
+//
+// Fencing: every claim takes a token from {name}:token (INCR: one counter per queue, so the
+// tokens of one job only grow, across retries, expiries, requeues and re-schedules of its id)
+// and records it as the job's current lease in {name}:lease. ack, fail, extend and release
+// (hand back) do nothing unless they hold the current token: a worker whose visibility expired
+// cannot remove, retry or prolong the claim of the worker that took the job after it.
+//
+// Every script's KEYS are the queue's keys in one fixed order (K below), so that one array of
+// keys serves them all.
 #pragma once
 
 namespace cogwheel::redis::detail {
 
-// Shared prologue: `now` in ms; `announce(at)` publishes when `at` becomes the earliest due
-// time (call before adding it). KEYS[1] is always the due set.
-#define COGWHEEL_REDIS_LUA_PRELUDE                                              \
-  "local t = redis.call('TIME')\n"                                              \
-  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
-  "local function announce(at, channel)\n"                                      \
-  "  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"         \
-  "  if first[2] == nil or at < tonumber(first[2]) then\n"                      \
-  "    redis.call('PUBLISH', channel, at)\n"                                     \
-  "  end\n"                                                                     \
+// KEYS, in this order, for every script.
+enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_lease, k_dead, k_reason, k_token, k_count = 8 };
+
+// Shared prologue: `now` in ms; `announce(at, channel)` publishes when `at` becomes the
+// earliest due time (call before adding it); `bury(id, why)` moves a job to the dead set.
+#define COGWHEEL_REDIS_LUA_PRELUDE                                                        \
+  "local t = redis.call('TIME')\n"                                                        \
+  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"               \
+  "local function announce(at, channel)\n"                                                \
+  "  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"                   \
+  "  if first[2] == nil or at < tonumber(first[2]) then\n"                                \
+  "    redis.call('PUBLISH', channel, at)\n"                                               \
+  "  end\n"                                                                               \
+  "end\n"                                                                                 \
+  "local function bury(id, why)\n"                                                        \
+  "  redis.call('ZREM', KEYS[1], id)\n"                                                   \
+  "  redis.call('ZREM', KEYS[2], id)\n"                                                   \
+  "  redis.call('HDEL', KEYS[5], id)\n"                                                   \
+  "  redis.call('ZADD', KEYS[6], now, id)\n"                                              \
+  "  redis.call('HSET', KEYS[7], id, why)\n"                                              \
   "end\n"
 
-// KEYS: due, payload. ARGV: id, payload, due_ms, channel. -> 1 added, 0 already there.
+// ARGV: id, payload, due (ms since the epoch, or a delay in ms when ARGV[5] == 'after'),
+// channel, mode. -> 1 added, 0 a job with this id exists (pending, running or dead).
 inline constexpr const char* schedule_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return 0 end
 local at = tonumber(ARGV[3])
+if ARGV[5] == 'after' then at = now + at end
 announce(at, ARGV[4])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[1], at, ARGV[1])
 return 1
 )";
 
-// KEYS: due. ARGV: id, due_ms, channel. -> 1 moved, 0 not pending.
+// ARGV: id, due_ms, channel. -> 1 moved, 0 not pending.
 inline constexpr const char* reschedule_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local at = tonumber(ARGV[2])
@@ -35,68 +57,207 @@ redis.call('ZADD', KEYS[1], 'XX', at, ARGV[1])
 return 1
 )";
 
-// KEYS: due, inflight, payload, attempts. ARGV: id. -> 1 removed, 0 none.
+// ARGV: id. -> 1 removed (pending, running or dead), 0 none.
 inline constexpr const char* cancel_lua = R"(
 local n = redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
+  + redis.call('ZREM', KEYS[6], ARGV[1])
+for _, k in ipairs({KEYS[3], KEYS[4], KEYS[5], KEYS[7]}) do redis.call('HDEL', k, ARGV[1]) end
 return n
 )";
 
-// KEYS: due, inflight, payload, attempts. ARGV: visibility_ms, limit.
-// Returns jobs whose visibility expired to due, then moves up to `limit` due jobs to inflight.
-// -> {now, {id, payload, due, attempt, ...}, earliest due or -1, earliest expiry or -1}
-inline constexpr const char* claim_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
+// Calls `cmd key args...` over a list, a few thousand arguments per call (Lua's unpack limit):
+// one command per batch instead of one per job is most of the claim's and ack's cost.
+#define COGWHEEL_REDIS_LUA_BULK                                                 \
+  "local function bulk(cmd, key, list)\n"                                       \
+  "  for i = 1, #list, 4000 do\n"                                               \
+  "    redis.call(cmd, key, unpack(list, i, math.min(i + 3999, #list)))\n"      \
+  "  end\n"                                                                     \
+  "end\n"
+
+// ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes.
+// First the in-flight jobs whose visibility expired (their worker died or stalled) go back to
+// due, or to the dead set once they used max_attempts claims. Then up to `limit` jobs due
+// within now + lookahead move to in flight, each with a new token, leased until
+// max(due, now) + visibility; their payloads together stay under max_claim_bytes (the first
+// one always goes), and a payload over max_payload_bytes sends its job to the dead set. The
+// jobs taken are the first `taken` of the due set (ZRANGEBYSCORE from -inf lists them in rank
+// order), removed by one ZREMRANGEBYRANK.
+// -> {now, {id, payload, due, attempt, token, ...}, earliest due left or -1,
+//     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
+//     seconds and microseconds of TIME read at the script's end (the reference of
+//     the workers' start times: the later it is read, the less a batch starts late)}
+inline constexpr const char* claim_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK R"(
+local visibility = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
+local max_attempts = tonumber(ARGV[4])
+local max_payload = tonumber(ARGV[5])
+local max_bytes = tonumber(ARGV[6])
+local buried = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
-  redis.call('ZREM', KEYS[2], id)
-  redis.call('ZADD', KEYS[1], now, id)
+  local tries = tonumber(redis.call('HGET', KEYS[4], id) or '0')
+  if tries >= max_attempts then
+    bury(id, 'visibility expired on attempt ' .. tries .. ' of ' .. max_attempts)
+    buried = buried + 1
+  else
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HDEL', KEYS[5], id)
+    redis.call('ZADD', KEYS[1], now, id)
+  end
 end
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
-local out = {}
-local until_ms = now + tonumber(ARGV[1])
-for i = 1, #due, 2 do
-  local id = due[i]
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('ZADD', KEYS[2], until_ms, id)
-  out[#out + 1] = id
-  out[#out + 1] = redis.call('HGET', KEYS[3], id) or ''
-  out[#out + 1] = due[i + 1]
-  out[#out + 1] = redis.call('HINCRBY', KEYS[4], id, 1)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'WITHSCORES', 'LIMIT', 0, limit)
+local more = #due == 2 * limit and 1 or 0
+local out, inflight, attempts, leases = {}, {}, {}, {}
+local taken = 0
+if #due > 0 then
+  local ids = {}
+  for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+  local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
+  local tries = redis.call('HMGET', KEYS[4], unpack(ids))
+  local bytes = 0
+  local first = nil
+  for k, id in ipairs(ids) do
+    local payload = payloads[k] or ''
+    local size = #payload
+    if size > max_payload then
+      redis.call('ZADD', KEYS[6], now, id)
+      redis.call('HSET', KEYS[7], id, 'payload of ' .. size .. ' bytes over max_payload_bytes ' .. max_payload)
+      buried = buried + 1
+    elseif #out > 0 and bytes + size > max_bytes then
+      more = 1
+      break
+    else
+      bytes = bytes + size
+      if first == nil then first = tonumber(redis.call('INCRBY', KEYS[8], #ids)) - #ids end
+      local token = first + k
+      local at = tonumber(due[2 * k])
+      local attempt = tonumber(tries[k] or '0') + 1
+      inflight[#inflight + 1] = math.max(at, now) + visibility
+      inflight[#inflight + 1] = id
+      attempts[#attempts + 1] = id
+      attempts[#attempts + 1] = attempt
+      leases[#leases + 1] = id
+      leases[#leases + 1] = token
+      out[#out + 1] = id
+      out[#out + 1] = payload
+      out[#out + 1] = at
+      out[#out + 1] = attempt
+      out[#out + 1] = token
+    end
+    taken = k
+  end
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, taken - 1)
+  if #inflight > 0 then
+    bulk('ZADD', KEYS[2], inflight)
+    bulk('HSET', KEYS[4], attempts)
+    bulk('HSET', KEYS[5], leases)
+  end
 end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1)}
+local te = redis.call('TIME')  -- not frozen in a script: read last, it is the reply's own time
+return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2]}
 )";
 
-// KEYS: inflight, payload, attempts. ARGV: ids. -> how many were still in flight (and are done).
-inline constexpr const char* ack_lua = R"(
+// True when ARGV[i] (an id) still holds the lease ARGV[i + 1] (a token).
+#define COGWHEEL_REDIS_LUA_HOLDS \
+  "local function holds(id, token) return redis.call('HGET', KEYS[5], id) == token end\n"
+
+// ARGV: id, token, id, token... -> how many still held their lease (and are done).
+inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK R"(
+local ids = {}
+for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local tokens = redis.call('HMGET', KEYS[5], unpack(ids))
+local done = {}
+for k, id in ipairs(ids) do
+  if tokens[k] == ARGV[2 * k] then done[#done + 1] = id end
+end
+if #done > 0 then
+  bulk('ZREM', KEYS[2], done)
+  bulk('HDEL', KEYS[3], done)
+  bulk('HDEL', KEYS[4], done)
+  bulk('HDEL', KEYS[5], done)
+end
+return #done
+)";
+
+// ARGV: id, token, retry_delay_ms, max_attempts, channel, reason.
+// -> 1 retried, 2 dead, 0 refused (the lease was lost).
+inline constexpr const char* fail_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
+if not holds(ARGV[1], ARGV[2]) then return 0 end
+local tries = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0')
+if tries >= tonumber(ARGV[4]) then
+  bury(ARGV[1], 'failed on attempt ' .. tries .. ': ' .. ARGV[6])
+  return 2
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
+local at = now + tonumber(ARGV[3])
+announce(at, ARGV[5])
+redis.call('ZADD', KEYS[1], at, ARGV[1])
+return 1
+)";
+
+// ARGV: id, token, visibility_ms. -> {now, new expiry}, or 0 refused (the lease was lost).
+inline constexpr const char* extend_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
+if not holds(ARGV[1], ARGV[2]) then return 0 end
+local until_ms = now + tonumber(ARGV[3])
+redis.call('ZADD', KEYS[2], 'XX', until_ms, ARGV[1])
+return {now, until_ms}
+)";
+
+// ARGV: id, token, due_ms, ... Hands back claimed jobs that never started (a worker stopping
+// with jobs prefetched): due again at their due time, the claim not counted as an attempt.
+// -> how many were handed back.
+inline constexpr const char* release_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
 local n = 0
-for _, id in ipairs(ARGV) do
-  if redis.call('ZREM', KEYS[1], id) == 1 then
-    redis.call('HDEL', KEYS[2], id)
-    redis.call('HDEL', KEYS[3], id)
+for i = 1, #ARGV, 3 do
+  local id = ARGV[i]
+  if holds(id, ARGV[i + 1]) then
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HDEL', KEYS[5], id)
+    redis.call('HINCRBY', KEYS[4], id, -1)
+    redis.call('ZADD', KEYS[1], tonumber(ARGV[i + 2]), id)
     n = n + 1
   end
 end
 return n
 )";
 
-// KEYS: due, inflight, dead. ARGV: id, retry_delay_ms, attempt, max_attempts, channel.
-// -> 1 retried, 2 dead, 0 it was no longer in flight.
-inline constexpr const char* fail_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
-if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return 0 end
-if tonumber(ARGV[3]) >= tonumber(ARGV[4]) then
-  redis.call('ZADD', KEYS[3], now, ARGV[1])
-  return 2
+// ARGV: (none). -> {due, in flight, dead}
+inline constexpr const char* depth_lua = R"(
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[6])}
+)";
+
+// ARGV: offset, count. -> {id, payload, died_ms, attempts, reason, ...}, oldest first.
+inline constexpr const char* list_dead_lua = R"(
+local ids = redis.call('ZRANGE', KEYS[6], ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1, 'WITHSCORES')
+local out = {}
+for i = 1, #ids, 2 do
+  local id = ids[i]
+  out[#out + 1] = id
+  out[#out + 1] = redis.call('HGET', KEYS[3], id) or ''
+  out[#out + 1] = ids[i + 1]
+  out[#out + 1] = redis.call('HGET', KEYS[4], id) or '0'
+  out[#out + 1] = redis.call('HGET', KEYS[7], id) or ''
 end
+return out
+)";
+
+// ARGV: id, delay_ms, channel. A dead job becomes due again after delay_ms (server clock),
+// its attempts counted from zero. -> 1 requeued, 0 it is not dead.
+inline constexpr const char* requeue_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
+if redis.call('ZREM', KEYS[6], ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', KEYS[7], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
 local at = now + tonumber(ARGV[2])
-announce(at, ARGV[5])
+announce(at, ARGV[3])
 redis.call('ZADD', KEYS[1], at, ARGV[1])
 return 1
 )";
 
 #undef COGWHEEL_REDIS_LUA_PRELUDE
+#undef COGWHEEL_REDIS_LUA_HOLDS
+#undef COGWHEEL_REDIS_LUA_BULK
 
 }  // namespace cogwheel::redis::detail

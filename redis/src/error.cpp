@@ -23,6 +23,7 @@ class category final : public std::error_category {
       case error::connection_lost: return "the connection to Redis was lost with the command in flight";
       case error::closed: return "the Redis client was closed";
       case error::unexpected_type: return "the Redis reply has another type than expected";
+      case error::reply_too_deep: return "the reply is nested deeper than max_reply_depth (skipped)";
     }
     return "unknown cogwheel.redis error";
   }

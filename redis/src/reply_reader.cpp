@@ -1,10 +1,8 @@
 #include "reply_reader.hpp"
 
-#include <hiredis/read.h>
-
+#include <algorithm>
 #include <charconv>
 #include <cstring>
-#include <new>
 
 #include <cogwheel/redis/error.hpp>
 
@@ -12,121 +10,145 @@ namespace cogwheel::redis::detail {
 
 namespace {
 
-// The reply object a task fills: an element of its parent's array (sized when the array was
-// created, so the address is stable), or a new root that next() takes over.
-reply* slot_for(const redisReadTask* t) {
-  if (t->parent != nullptr) {
-    auto* parent = static_cast<reply*>(t->parent->obj);
-    return &parent->elements()[static_cast<std::size_t>(t->idx)];
-  }
-  return new (std::nothrow) reply;
+// No length or integer header is longer than this ("-9223372036854775808" is 20 characters):
+// a header line still without its CR past it is refused instead of buffered on.
+constexpr std::size_t max_number_line = 32;
+// Smallest encoding of an element ("+\r\n"): an array can hold no more elements than this
+// divides what has arrived, whatever its header says.
+constexpr std::size_t min_element_bytes = 3;
+// Consumed bytes are dropped from the front of the buffer once they are this many.
+constexpr std::size_t compact_after = 64 * 1024;
+
+bool parse_number(std::string_view s, long long& out) noexcept {
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
 }
-
-reply::kind kind_of(int type) noexcept {
-  switch (type) {
-    case REDIS_REPLY_STATUS: return reply::kind::status;
-    case REDIS_REPLY_ERROR: return reply::kind::error;
-    default: return reply::kind::string;
-  }
-}
-
-void* create_string(const redisReadTask* t, char* s, std::size_t n) {
-  reply* r = slot_for(t);
-  if (r != nullptr) *r = reply::make_string(kind_of(t->type), std::string_view(s, n));
-  return r;
-}
-
-// The reader inside redisReaderGetReply on this thread (the object functions get no pointer
-// to it: hiredis 0.14 does not hand its privdata to the root task).
-thread_local reply_reader* parsing = nullptr;
-
-void* create_array(const redisReadTask* t, int n) {
-  reply_reader* owner = parsing;
-  // hiredis 0.14 passes a long count through an int: negative or absurd counts are refused
-  // here, before anything is allocated for them.
-  if (n < 0 || static_cast<std::size_t>(n) > owner->max_elements()) {
-    owner->refuse();
-    return nullptr;
-  }
-  reply* r = slot_for(t);
-  if (r != nullptr) *r = reply::make_array(static_cast<std::size_t>(n));
-  return r;
-}
-
-void* create_integer(const redisReadTask* t, long long v) {
-  reply* r = slot_for(t);
-  if (r != nullptr) *r = reply::make_integer(v);
-  return r;
-}
-
-void* create_nil(const redisReadTask* t) {
-  reply* r = slot_for(t);
-  if (r != nullptr) *r = reply();
-  return r;
-}
-
-// hiredis frees only roots (a finished reply it still holds, or a partial one at reader free).
-void free_object(void* obj) { delete static_cast<reply*>(obj); }
-
-redisReplyObjectFunctions functions = {create_string, create_array, create_integer, create_nil, free_object};
 
 }  // namespace
 
-reply_reader::reply_reader(std::size_t max_bytes, std::size_t max_elements)
-    : max_bytes_(max_bytes), max_elements_(max_elements) {
-  reset();
-}
-
-reply_reader::~reply_reader() {
-  if (r_ != nullptr) redisReaderFree(r_);
-}
+reply_reader::reply_reader(std::size_t max_bytes, std::size_t max_elements, std::size_t max_depth)
+    : max_bytes_(max_bytes), max_elements_(max_elements), max_depth_(std::max<std::size_t>(max_depth, 1)) {}
 
 void reply_reader::reset() {
-  if (r_ != nullptr) redisReaderFree(r_);
-  r_ = redisReaderCreateWithFunctions(&functions);
-  if (r_ == nullptr) throw std::bad_alloc();
-  refused_ = false;
+  buf_.clear();
+  buf_.shrink_to_fit();
+  pos_ = 0;
+  stack_.clear();
+  charged_ = 0;
+  skip_from_ = 0;
+  failed_ = false;
 }
-
-std::size_t reply_reader::buffered() const noexcept { return r_->len - r_->pos; }
 
 std::error_code reply_reader::feed(std::span<const char> bytes) {
   if (buffered() + bytes.size() > max_bytes_) return error::reply_too_large;
-  if (redisReaderFeed(r_, bytes.data(), bytes.size()) != REDIS_OK) return error::protocol_error;
+  if (pos_ == buf_.size() || pos_ >= compact_after) {
+    buf_.erase(0, pos_);
+    pos_ = 0;
+  }
+  buf_.append(bytes.data(), bytes.size());
   return {};
 }
 
-// An incomplete bulk string stays unconsumed from just after its '$' (hiredis consumes the
-// type byte and array headers as it goes, a bulk only once complete): if its header announces
-// more than the bound, waiting for its bytes would only grow the buffer.
-bool reply_reader::announces_too_much() const noexcept {
-  if (r_->ridx < 0 || r_->rstack[r_->ridx].type != REDIS_REPLY_STRING) return false;  // -1: between replies
-  const char* p = r_->buf + r_->pos;
-  const char* end = r_->buf + r_->len;
-  const void* cr = std::memchr(p, '\r', static_cast<std::size_t>(end - p));
-  if (cr == nullptr) return static_cast<std::size_t>(end - p) > 32;  // no length is that long
-  long long n = 0;
-  auto [last, ec] = std::from_chars(p, static_cast<const char*>(cr), n);
-  if (ec != std::errc()) return ec == std::errc::result_out_of_range;
-  return n > 0 && static_cast<unsigned long long>(n) > max_bytes_;
+bool reply_reader::charge(std::size_t bytes) noexcept {
+  charged_ += bytes;
+  return charged_ <= max_bytes_;
 }
 
-result<std::optional<reply>> reply_reader::next() {
-  void* obj = nullptr;
-  parsing = this;
-  const int status = redisReaderGetReply(r_, &obj);
-  parsing = nullptr;
-  if (status != REDIS_OK) {
-    return make_error_code(refused_ ? error::reply_too_large : error::protocol_error);
+bool reply_reader::attach(reply& item) {
+  while (!stack_.empty()) {
+    frame& top = stack_.back();
+    if (skip_from_ == 0) top.elements.push_back(std::move(item));
+    if (--top.remaining > 0) return false;
+    item = skip_from_ == 0 ? reply::make_array(std::move(top.elements)) : reply();
+    stack_.pop_back();
   }
-  if (obj == nullptr) {
-    if (announces_too_much()) return make_error_code(error::reply_too_large);
-    return std::optional<reply>();
+  return true;
+}
+
+result<std::optional<parsed_reply>> reply_reader::next() {
+  auto fail = [this](error e) -> result<std::optional<parsed_reply>> {
+    failed_ = true;
+    return make_error_code(e);
+  };
+  if (failed_) return make_error_code(error::protocol_error);
+  for (;;) {
+    if (pos_ >= buf_.size()) return std::optional<parsed_reply>();
+    const char type = buf_[pos_];
+    const char* line = buf_.data() + pos_ + 1;
+    const char* end = buf_.data() + buf_.size();
+    const auto* cr = static_cast<const char*>(std::memchr(line, '\r', static_cast<std::size_t>(end - line)));
+    const bool numeric = type == '$' || type == '*' || type == ':';
+    if (cr == nullptr) {
+      if (numeric && static_cast<std::size_t>(end - line) > max_number_line) return fail(error::reply_too_large);
+      return std::optional<parsed_reply>();
+    }
+    if (cr + 1 == end) return std::optional<parsed_reply>();  // the '\n' is still to come
+    if (cr[1] != '\n') return fail(error::protocol_error);
+    const std::string_view text(line, static_cast<std::size_t>(cr - line));
+    const std::size_t after_line = static_cast<std::size_t>(cr + 2 - buf_.data());
+    long long n = 0;
+    if (numeric && !parse_number(text, n)) {
+      return fail(text.size() > max_number_line ? error::reply_too_large : error::protocol_error);
+    }
+    reply item;
+    switch (type) {
+      case '+':
+      case '-':
+        if (!charge(sizeof(reply) + text.size())) return fail(error::reply_too_large);
+        item = reply::make_string(type == '+' ? reply::kind::status : reply::kind::error, text);
+        pos_ = after_line;
+        break;
+      case ':':
+        if (!charge(sizeof(reply))) return fail(error::reply_too_large);
+        item = reply::make_integer(n);
+        pos_ = after_line;
+        break;
+      case '$': {
+        if (n < -1) return fail(error::protocol_error);
+        if (n == -1) {
+          if (!charge(sizeof(reply))) return fail(error::reply_too_large);
+          pos_ = after_line;
+          break;
+        }
+        const auto len = static_cast<unsigned long long>(n);
+        if (len > max_bytes_) return fail(error::reply_too_large);  // before any byte of it is kept
+        if (buf_.size() - after_line < len + 2) return std::optional<parsed_reply>();
+        if (buf_[after_line + len] != '\r' || buf_[after_line + len + 1] != '\n') return fail(error::protocol_error);
+        if (!charge(sizeof(reply) + len)) return fail(error::reply_too_large);
+        item = reply::make_string(reply::kind::string, std::string_view(buf_.data() + after_line, len));
+        pos_ = after_line + len + 2;
+        break;
+      }
+      case '*': {
+        if (n < -1) return fail(error::protocol_error);
+        pos_ = after_line;
+        if (!charge(sizeof(reply))) return fail(error::reply_too_large);
+        if (n == -1) break;
+        const auto count = static_cast<unsigned long long>(n);
+        if (count > max_elements_) return fail(error::reply_too_large);
+        if (count == 0) {
+          item = reply::make_array(std::vector<reply>());
+          break;
+        }
+        if (!charge(sizeof(frame))) return fail(error::reply_too_large);
+        frame f{{}, static_cast<std::size_t>(count)};
+        if (skip_from_ == 0 && stack_.size() + 1 > max_depth_) skip_from_ = stack_.size() + 1;
+        // Room only for the elements that the bytes already here can hold; more as they come.
+        if (skip_from_ == 0) f.elements.reserve(std::min<std::size_t>(f.remaining, buffered() / min_element_bytes));
+        stack_.push_back(std::move(f));
+        continue;
+      }
+      default:
+        return fail(error::protocol_error);
+    }
+    if (!attach(item)) continue;
+    parsed_reply out{std::move(item), {}};
+    if (skip_from_ != 0) out.skipped = error::reply_too_deep;
+    charged_ = 0;
+    skip_from_ = 0;
+    return std::optional<parsed_reply>(std::move(out));
   }
-  auto* root = static_cast<reply*>(obj);
-  std::optional<reply> out(std::move(*root));
-  delete root;
-  return out;
 }
 
 }  // namespace cogwheel::redis::detail

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "../io/support.hpp"
-#include "redis_server.hpp"
+#include "queue_fixture.hpp"
 
 namespace cogwheel::redis_test {
 namespace {
@@ -20,20 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 using io_test::scaled;
 
-class redis_client : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!redis_server_available()) GTEST_SKIP() << "redis-server is not installed";
-    server_ = std::make_unique<redis_server>();
-    ASSERT_TRUE(server_->running());
-  }
-  redis::client_options options() const {
-    redis::client_options o;
-    o.address = socket_address::ipv4_loopback(server_->port());
-    return o;
-  }
-  std::unique_ptr<redis_server> server_;
-};
+using redis_client = queue_test;  // a fresh redis-server per test
 
 TEST_F(redis_client, replies_of_every_type_arrive_as_sent) {
   run([&]() -> task<void> {
@@ -218,6 +205,50 @@ TEST_F(redis_client, a_client_that_outlives_its_loop_is_closed_without_touching_
   // their (gone) sleeps.
   kept.close();
   EXPECT_FALSE(kept.connected());
+}
+
+TEST_F(redis_client, commands_that_would_shift_the_replies_are_refused_unsent) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    CO_ASSERT_OK(co_await c->command("SET", "k", "mine"));
+    const auto invalid = std::make_error_code(errc::invalid_argument);
+    EXPECT_EQ((co_await c->command(std::span<const redis::command_arg>())).error(), invalid);
+    EXPECT_EQ((co_await c->command("SUBSCRIBE", "a", "b")).error(), invalid);
+    EXPECT_EQ((co_await c->command("psubscribe", "a*")).error(), invalid);
+    EXPECT_EQ((co_await c->command("MONITOR")).error(), invalid);
+    EXPECT_EQ((co_await c->command("HELLO", 3)).error(), invalid);
+    // Nothing was sent: every later reply goes to its own command.
+    auto ping = co_await c->command("PING");
+    CO_ASSERT_OK(ping);
+    EXPECT_EQ(ping->str(), "PONG");
+    auto get = co_await c->command("GET", "k");
+    CO_ASSERT_OK(get);
+    EXPECT_EQ(get->str(), "mine");
+  }());
+}
+
+TEST_F(redis_client, a_script_reply_nested_deeper_than_hiredis_allows_keeps_the_connection) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    // Ten levels of Lua tables (hiredis 0.14 stops at 7), pipelined with a PING behind it.
+    auto deep = [&]() -> task<result<redis::reply>> {
+      co_return co_await c->command("EVAL", "return {{{{{{{{{{42}}}}}}}}}}", 0);
+    };
+    auto ping = [&]() -> task<result<redis::reply>> { co_return co_await c->command("PING"); };
+    auto [d, p] = co_await when_all(deep(), ping());
+    CO_ASSERT_OK(d);
+    const redis::reply* r = &*d;
+    for (int i = 0; i < 10; ++i) {
+      CO_ASSERT_TRUE(r->is_array() && r->size() == 1u);
+      r = &(*r)[0];
+    }
+    EXPECT_EQ(r->integer(), 42);
+    CO_ASSERT_OK(p);
+    EXPECT_EQ(p->str(), "PONG");
+    EXPECT_EQ(c->stats().connects, 1u);
+  }());
 }
 
 }  // namespace

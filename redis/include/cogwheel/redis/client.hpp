@@ -6,7 +6,7 @@
 //
 // Any number of commands may be in flight: each is encoded into the connection's output
 // buffer, a single writer coroutine sends whatever has accumulated in one write, and a single
-// reader coroutine parses replies (hiredis's reader) and hands them out in FIFO order.
+// reader coroutine parses replies (src/reply_reader.cpp) and hands them out in FIFO order.
 //
 // Failures: a RESP error reply is an error code of redis::error_category() (server_error,
 // wrong_type, no_script...); a broken connection fails every command in flight with
@@ -40,13 +40,20 @@ struct client_options {
   socket_address address;
   std::chrono::milliseconds connect_timeout{2000};
   // Back-off between reconnection attempts: doubles from initial to max; back to initial once
-  // a connection has delivered a reply.
+  // a connection has delivered a reply that is not an error (a server that accepts, answers
+  // "-ERR max number of clients reached" and closes keeps the back-off growing).
   std::chrono::milliseconds reconnect_initial{10};
   std::chrono::milliseconds reconnect_max{2000};
-  // Bound of the reader's buffer: a reply (or a bulk string announced) larger than this is
-  // refused with error::reply_too_large before it is buffered, and the connection dropped.
+  // Bound of one reply: the unparsed bytes buffered, a bulk string's announced length, and what
+  // the reply takes once parsed (sizeof(reply) per element plus its bytes, charged as elements
+  // arrive, whatever an array header announces). Past it: error::reply_too_large, the
+  // connection dropped.
   std::size_t max_reply_bytes = 64u << 20;
+  // An array header announcing more elements is refused at once (error::reply_too_large).
   std::size_t max_reply_elements = 1u << 24;
+  // A reply nested deeper is read to its end and skipped: its command fails with
+  // error::reply_too_deep, the connection and the other commands carry on.
+  std::size_t max_reply_depth = 512;
   // Pub/Sub: channels subscribed on every (re)connection, and who receives their messages.
   // A client with subscriptions should send no other commands (Redis allows few of them).
   std::vector<std::string> subscriptions;
@@ -71,6 +78,10 @@ class client {
   static task<cogwheel::result<client>> connect(client_options options);
 
   // awaitable<result<reply>>. Arguments: strings (viewed, see command_arg) and numbers.
+  // Refused unsent with errc::invalid_argument: no arguments (Redis would answer nothing, and
+  // every later reply would go to the command before it), and commands that change the
+  // connection's reply stream (SUBSCRIBE and its kin, MONITOR, HELLO 3): subscriptions
+  // belong to client_options::subscriptions.
   template <class... Args>
   command_operation<sizeof...(Args)> command(const Args&... args) noexcept {
     return {conn_.get(), {command_arg(args)...}};

@@ -1,36 +1,49 @@
 // delay_queue: durable delayed jobs in Redis sorted sets, shared by every core of every process
-// pointed at the same Redis, with the local wheel waking each worker when the next job is due.
+// pointed at the same Redis, with the local wheel waking each worker when jobs fall due.
 //
 // Keys (the {name} hash tag keeps them in one Cluster slot):
 //   {name}:due       ZSET id -> due time (ms since the epoch, Redis's clock)
-//   {name}:inflight  ZSET id -> visibility expiry of a claimed job
+//   {name}:inflight  ZSET id -> lease expiry of a claimed job
 //   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far
-//   {name}:dead      ZSET id -> time it gave up (after max_attempts failures)
+//   {name}:lease     HASH id -> the fencing token of its current claim
+//   {name}:token     the counter tokens come from (INCR)
+//   {name}:dead      ZSET id -> time it was given up;  {name}:reason  HASH id -> why
 //   channel {name}:wake   published with the due time when a job becomes the earliest
 //
-// Guarantees: at-least-once; never before its due time (by Redis's TIME); never run twice at
-// once while its visibility holds (a claim moves it atomically from due to in-flight, scored
-// now + visibility; the worker runs the handler under a deadline that ends before that expiry).
-// A job whose worker died goes back to due when its visibility expires, by whichever worker
-// claims next.
+// Guarantees: at-least-once; never before its due time by Redis's TIME (a prefetched job
+// starts at the local time the claim's reply arrived + (due - the server's TIME in that
+// reply)); every claim carries a fencing token, greater than every earlier token of the job,
+// and acknowledging, failing, extending or handing back a job is refused by the server unless
+// the token is the job's current one. A handler runs under a deadline that ends a margin before
+// its lease; a worker that stalls past it (a stopped process, a long GC-like pause) loses the
+// job to the next claimant and its late reports are refused: side effects that must not happen
+// twice compare job::token (see docs/redis.md, "Fencing").
 //
 // Workers do not poll: each claim (one Lua script) also returns the earliest due time and
-// visibility expiry; the worker sleeps on its core's wheel until then (capped by max_wait), and
-// a Pub/Sub message wakes it early when a producer schedules something earlier.
+// lease expiry; the worker sleeps on its core's wheel until then (capped by max_wait), and a
+// Pub/Sub message wakes it early when a producer schedules something earlier. With a
+// lookahead, one claim takes the jobs due within it and holds them on the wheel.
 //
 // Threading: a delay_queue belongs to one core, like its client; run one per core.
 #pragma once
 
+#include <array>
 #include <chrono>
+#include <coroutine>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <cogwheel/io/address.hpp>
 #include <cogwheel/redis/client.hpp>
 #include <cogwheel/redis/script.hpp>
+#include <cogwheel/runtime/deadline.hpp>
 #include <cogwheel/runtime/result.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/task.hpp>
@@ -39,75 +52,190 @@ namespace cogwheel::redis {
 
 using wall_clock = std::chrono::system_clock;
 
+/// A claimed job, as its handler sees it.
 struct job {
   std::string id;
   std::string payload;
-  std::int64_t due_ms = 0;  // as scheduled, ms since the epoch (now, for a job whose worker died)
-  std::int64_t attempt = 1;  // 1 on the first run
+  std::int64_t due_ms = 0;   ///< as scheduled, ms since the epoch (Redis's clock)
+  std::int64_t attempt = 1;  ///< claims of this job so far, this one included
+  /// The claim's fencing token: greater than every earlier claim's of this job. A side effect
+  /// that must not be done twice is stored with it and refused when the store already holds a
+  /// newer one (docs/redis.md, "Fencing").
+  std::int64_t token = 0;
+
+ private:
+  friend class delay_queue;
+  deadline* lease_ = nullptr;  // the handler's deadline, moved by delay_queue::extend
 };
 
+/// Queue-wide bounds (producers and workers alike).
+struct queue_options {
+  /// schedule() refuses a larger payload (errc::value_too_large); a worker's claim sends a
+  /// larger one that got in anyway (another client, a lower bound elsewhere) to the dead set.
+  std::size_t max_payload_bytes = 1u << 20;
+};
+
+/// How a worker claims and runs jobs.
 struct worker_options {
-  socket_address address;  // of the Redis server, for the worker's Pub/Sub connection
+  socket_address address;  ///< of the Redis server, for the worker's Pub/Sub connection
+  /// How long a claim holds a job (after its due time) before another worker may take it.
   std::chrono::milliseconds visibility{30000};
+  /// The handler's deadline ends this long before the lease does (default: visibility / 10,
+  /// at most 1 s): the time its last report takes to reach Redis.
+  std::chrono::milliseconds lease_margin{-1};
   std::chrono::milliseconds max_wait{1000};
-  unsigned concurrency = 64;  // jobs running at once on this worker
-  std::chrono::milliseconds retry_initial{100};  // back-off after a failure, doubling
+  unsigned concurrency = 64;  ///< jobs running or held (prefetched) at once on this worker
+  std::chrono::milliseconds retry_initial{100};  ///< back-off after a failure, doubling
   std::chrono::milliseconds retry_max{60000};
-  unsigned max_attempts = 10;  // then the job moves to {name}:dead
-  // Extra sleep after the next due time, so that one claim takes every job due within it:
-  // fewer claims (less Redis CPU per job when jobs are dense) for up to this much lateness.
+  unsigned max_attempts = 10;  ///< claims of a job before it moves to {name}:dead
+  /// Extra sleep after the next due time, so that one claim takes every job due within it
+  /// (without lookahead: trades this much lateness for fewer claims).
   std::chrono::milliseconds coalesce{0};
+  /// Claim the jobs due within this window and hold them on the wheel until their due time:
+  /// one claim per lookahead / 2 of due jobs instead of one per due instant.
+  std::chrono::milliseconds lookahead{0};
+  /// Acknowledgements wait this long to go as one batch (a full batch of 512 goes at once):
+  /// one script per batch instead of one per job, for jobs held this much longer in flight.
+  std::chrono::milliseconds ack_delay{0};
+  /// Bound of the payload bytes one claim takes (the first job always goes).
+  std::size_t max_claim_bytes = 4u << 20;
+  /// On stop: running handlers get this long to finish, then their deadline is cut.
+  std::chrono::milliseconds stop_grace{5000};
 };
 
+/// Due-to-start lateness, a plain log2 histogram in microseconds (bucket i counts lateness in
+/// [2^(i-1), 2^i) us; bucket 0 counts lateness under 1 us).
+struct lateness_stats {
+  std::uint64_t count = 0;
+  std::uint64_t sum_us = 0;
+  std::uint64_t max_us = 0;
+  std::array<std::uint64_t, 32> buckets{};
+  /// Counts one start `us` late (a negative lateness counts as 0).
+  void record(std::int64_t us) noexcept;
+  /// The upper bound of the bucket holding quantile q (0..1) in us; 0 when empty.
+  std::uint64_t quantile_us(double q) const noexcept;
+};
+
+/// What a worker counts.
 struct worker_stats {
-  std::uint64_t claims = 0;          // claim scripts run
-  std::uint64_t jobs = 0;            // jobs claimed
+  std::uint64_t claims = 0;        ///< claim scripts run
+  std::uint64_t jobs = 0;          ///< jobs claimed
+  std::uint64_t fired = 0;         ///< handlers started
   std::uint64_t acked = 0;
-  std::uint64_t ack_batches = 0;     // acknowledgement scripts run (each for every job done since the last)
-  std::uint64_t failed = 0;          // handler errors, exceptions and timeouts
+  std::uint64_t ack_batches = 0;   ///< acknowledgement scripts run
+  std::uint64_t failed = 0;        ///< handler errors, exceptions and timeouts
+  std::uint64_t retries = 0;       ///< failures the server scheduled again
+  std::uint64_t lost_leases = 0;   ///< acks, failures or extensions refused: another claim holds the job
+  std::uint64_t dead = 0;          ///< jobs this worker's scripts moved to the dead set
+  std::uint64_t handed_back = 0;   ///< claimed jobs released unstarted on stop
   std::uint64_t woken_by_message = 0;
+  lateness_stats lateness;         ///< due time to handler start, by the server's clock
 };
 
+/// Counts of a queue's sets.
+struct queue_depth {
+  std::int64_t due = 0;
+  std::int64_t in_flight = 0;
+  std::int64_t dead = 0;
+};
+
+/// A job in the dead set.
+struct dead_job {
+  std::string id;
+  std::string payload;
+  std::int64_t died_ms = 0;  ///< when it was given up (Redis's clock)
+  std::int64_t attempts = 0;
+  std::string reason;
+};
+
+/// Durable delayed jobs on Redis: producers' and operators' calls, and the worker (run).
 class delay_queue {
  public:
-  // Commands go through `c`, which must outlive the queue.
-  delay_queue(client& c, std::string name);
+  /// Commands go through `c`, which must outlive the queue.
+  delay_queue(client& c, std::string name, queue_options options = {});
+  delay_queue(const delay_queue&) = delete;
+  delay_queue& operator=(const delay_queue&) = delete;
 
-  // Adds the job unless one with this id is pending or running (then returns false).
-  task<result<bool>> schedule(std::string_view id, std::string_view payload, wall_clock::time_point due);
-  // Removes a pending or running job; false if there was none.
-  task<result<bool>> cancel(std::string_view id);
-  // Moves a pending job's due time (earlier or later); false if it is not pending.
-  task<result<bool>> reschedule(std::string_view id, wall_clock::time_point due);
+  /// Adds the job, due at `due` (an absolute time: the producer's wall clock must agree with
+  /// Redis's, see schedule_after), unless a job with this id exists (pending, running or dead:
+  /// false). errc::value_too_large for a payload over max_payload_bytes.
+  task<result<bool>> schedule(std::string id, std::string payload, wall_clock::time_point due);
+  /// The same, due `delay` after now by Redis's clock: the producer's clock does not matter.
+  task<result<bool>> schedule_after(std::string id, std::string payload, std::chrono::milliseconds delay);
+  /// Removes a pending, running or dead job; false if there was none.
+  task<result<bool>> cancel(std::string id);
+  /// Moves a pending job's due time (earlier or later); false if it is not pending.
+  task<result<bool>> reschedule(std::string id, wall_clock::time_point due);
 
-  // Claims and runs due jobs with `handler` until stop(); returns once the jobs it started have
-  // finished. A handler's error, exception or timeout (visibility) is a failure: retried after
-  // a back-off, up to max_attempts. `handler` must outlive run().
+  /// From a running handler: prolongs the job's lease to `visibility` from now (Redis's
+  /// clock) and moves the handler's deadline with it. false: the lease was lost (another
+  /// claim holds the job; stop working on it).
+  task<result<bool>> extend(const job& j, std::chrono::milliseconds visibility);
+
+  /// How many jobs are due (pending), in flight and dead.
+  task<result<queue_depth>> depth();
+  /// Dead jobs, oldest first, from `offset`, at most `count`.
+  task<result<std::vector<dead_job>>> list_dead(std::size_t offset, std::size_t count);
+  /// Makes a dead job due again after `delay` (Redis's clock), its attempts from zero; false
+  /// if it is not dead.
+  task<result<bool>> requeue_dead(std::string id, std::chrono::milliseconds delay = {});
+
+  /// Claims and runs due jobs with `handler` until stop() or until run() itself is stopped (a
+  /// with_timeout around it, a stop of its caller); then claims no more, hands back jobs it
+  /// holds unstarted, gives running handlers stop_grace, cuts their deadline, and returns once
+  /// they have finished and been reported (errc::operation_canceled when it was stopped from
+  /// outside, so a with_timeout around it answers timed_out). A handler's error, exception (of any type) or
+  /// timeout is a failure: retried after a back-off, up to max_attempts. errc::not_supported
+  /// on a loop with a paused clock (its sleeps jump: the worker would claim in a busy loop).
   using handler_type = std::function<task<result<void>>(const job&)>;
+  /// See above.
   task<result<void>> run(handler_type handler, worker_options options);
+  /// Asks run() to finish (as described there). Idempotent.
   void stop() noexcept;
 
+  /// What run() counted (this worker only).
   const worker_stats& stats() const noexcept { return stats_; }
+  /// The queue's name (its keys are {name}:...).
   const std::string& name() const noexcept { return name_; }
 
  private:
-  task<void> run_job(job j, const handler_type& handler, const worker_options& o, clock::time_point claimed_at);
+  struct held;
+  task<void> work();
+  task<void> run_job(job j, clock::time_point start_at, clock::time_point lease_end, std::int64_t late_base_us);
   task<void> flush_acks();
+  task<result<reply>> call(script& s, std::span<const command_arg> args);
   void on_message(std::string_view payload) noexcept;
   void wake() noexcept;
+  void finished() noexcept;
 
   client* client_;
   std::string name_;
-  std::string due_, inflight_, payload_, attempts_, dead_, channel_;
-  script schedule_, reschedule_, cancel_, claim_, ack_, fail_;
+  queue_options qopts_;
+  std::string keys_storage_[8];
+  std::array<command_arg, 8> keys_;
+  std::string channel_;
+  script schedule_, reschedule_, cancel_, claim_, ack_, fail_, extend_, release_, depth_, list_dead_, requeue_;
+
+  // The worker (run()).
+  handler_type handler_;
+  worker_options o_;
+  bool running_run_ = false;
   bool stopping_ = false;
-  unsigned running_ = 0;  // jobs started by run() not yet finished
-  // Jobs done, acknowledged together by one script while the previous batch is on its way.
-  std::vector<std::string> acks_;
+  bool working_ = false;        // work() has not finished
+  unsigned running_ = 0;        // handlers running
+  unsigned held_ = 0;           // jobs claimed, waiting for their due time on the wheel
+  held* held_list_ = nullptr;   // every job of run_job not yet finished (held or running)
+  std::error_code fatal_;       // why work() gave up on its own (a paused clock)
+  // Jobs done, acknowledged together (id, token) while the previous batch is on its way.
+  std::vector<std::pair<std::string, std::int64_t>> acks_;
   bool acking_ = false;
   std::int64_t sleeping_until_ms_ = 0;  // Redis time the worker sleeps until
   std::int64_t hint_ms_ = INT64_MAX;    // earliest due time announced since the last claim
-  sleep_operation* idle_ = nullptr;     // the worker's sleep
+  std::int64_t jitter_ms_ = 0;          // this worker's offset of its lookahead wake-ups
+  sleep_operation* idle_ = nullptr;     // work()'s sleep
+  sleep_operation* run_idle_ = nullptr;  // run()'s wait for a stop
+  sleep_operation* ack_idle_ = nullptr;  // flush_acks() gathering a batch
+  std::coroutine_handle<> run_waiter_;  // run() waiting for work() to finish
   worker_stats stats_;
 };
 

@@ -14,7 +14,7 @@ enum class error {
   no_script,        // "-NOSCRIPT": EVALSHA of a script the server does not have
   busy,             // "-BUSY": a script is running on the server
   loading,          // "-LOADING": the server is loading its data set
-  // The bytes from the server are not RESP (hiredis's reader refused them); the connection is
+  // The bytes from the server are not RESP (the parser refused them); the connection is
   // dropped, and every command in flight on it fails with this.
   protocol_error,
   // A reply larger than client_options::max_reply_bytes (or an array longer than
@@ -30,6 +30,9 @@ enum class error {
   closed,
   // A reply of another type than the caller needed (e.g. an integer where an array was due).
   unexpected_type,
+  // A reply nested deeper than client_options::max_reply_depth: read to its end and skipped;
+  // only the command it answers fails, the connection is kept.
+  reply_too_deep,
 };
 
 const std::error_category& error_category() noexcept;

@@ -1,5 +1,5 @@
-// reply: one RESP reply, owned. Built directly by hiredis's reader (through its object
-// functions), so a reply costs one allocation for the root plus its strings and element arrays.
+// reply: one RESP reply, owned. Built directly by the client's RESP parser, so a reply costs its
+// strings and element arrays (a top-level reply is returned by value).
 // RESP error replies never become a reply: the client returns them as error codes
 // (<cogwheel/redis/error.hpp>), except inside arrays (EXEC, scripts), where they are elements
 // of kind error.
@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cogwheel::redis {
@@ -35,6 +36,12 @@ class reply {
     reply r;
     r.kind_ = kind::array;
     r.elements_.resize(n);
+    return r;
+  }
+  static reply make_array(std::vector<reply> elements) noexcept {
+    reply r;
+    r.kind_ = kind::array;
+    r.elements_ = std::move(elements);
     return r;
   }
 

@@ -1,0 +1,35 @@
+// Helpers shared by delay_queue.cpp and delay_queue_worker.cpp.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include <cogwheel/redis/delay_queue.hpp>
+
+namespace cogwheel::redis::detail {
+
+// Rounded up: a job is never due before the time it was given.
+inline std::int64_t to_ms(wall_clock::time_point t) noexcept {
+  return std::chrono::ceil<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+inline result<bool> as_flag(const result<reply>& r) {
+  if (!r) return r.error();
+  if (!r->is_integer()) return make_error_code(error::unexpected_type);
+  return r->integer() != 0;
+}
+
+inline std::int64_t int_of(const reply& r) noexcept {
+  if (auto i = r.to_integer()) return *i;
+  if (auto d = r.to_double()) return static_cast<std::int64_t>(*d);
+  return 0;
+}
+
+// How long before its lease a handler's deadline ends.
+inline std::chrono::milliseconds margin_of(const worker_options& o) noexcept {
+  if (o.lease_margin.count() >= 0) return o.lease_margin;
+  return std::min<std::chrono::milliseconds>(o.visibility / 10, std::chrono::milliseconds(1000));
+}
+
+}  // namespace cogwheel::redis::detail

@@ -1,0 +1,314 @@
+// delay_queue::run: the worker. Three kinds of coroutines, all on the queue's core:
+//   run()       waits for a stop (stop(), or a stop request of its own caller) and then for
+//               work() to have drained; it performs no operation of its own after the stop,
+//               so a cancelled run() still waits for the drain (a plain awaiter, not an
+//               operation a stop could cut short);
+//   work()      (spawned: no stop source) claims jobs and sleeps until the next is due; on
+//               stop it drains: held jobs are handed back, running handlers get stop_grace and
+//               then have their deadline cut, acknowledgements are flushed;
+//   run_job()   (spawned, one per claimed job) waits on the wheel until the job's start time,
+//               runs the handler under its lease as a deadline, reports the outcome.
+#include <cogwheel/redis/delay_queue.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <exception>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include <cogwheel/runtime/spawn.hpp>
+#include <cogwheel/runtime/stats.hpp>
+#include <cogwheel/runtime/stop.hpp>
+#include <cogwheel/runtime/timeout.hpp>
+
+#include "delay_queue_internal.hpp"
+#include "delay_queue_scripts.hpp"
+#include "parked.hpp"
+
+namespace cogwheel::redis {
+
+using detail::int_of;
+
+// A job of run_job, linked into the queue's list from claim to report, so that a stop can
+// reach it: its sleep while it is held, its deadline while it runs.
+struct delay_queue::held {
+  held* prev = nullptr;
+  held* next = nullptr;
+  sleep_operation* wait = nullptr;
+  deadline* lease = nullptr;
+};
+
+namespace {
+
+constexpr std::size_t max_ack_batch = 512;
+
+std::int64_t to_us(clock::duration d) noexcept {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
+// Waits, without being an operation a stop request could cancel, until `slot` is resumed.
+struct resumed_by {
+  std::coroutine_handle<>& slot;
+  bool ready;
+  bool await_ready() const noexcept { return ready; }
+  void await_suspend(std::coroutine_handle<> h) noexcept { slot = h; }
+  void await_resume() const noexcept {}
+  // Destroyed with a frame torn down mid-wait (loop shutdown): nobody may resume it then.
+  ~resumed_by() { slot = nullptr; }
+};
+
+}  // namespace
+
+void delay_queue::stop() noexcept {
+  stopping_ = true;
+  wake();
+  detail::wake(run_idle_);
+}
+
+void delay_queue::wake() noexcept { detail::wake(idle_); }
+
+// A job ended: work() needs to know when it waits for a free slot or drains; otherwise its
+// sleep stands (waking it would cost a claim per job).
+void delay_queue::finished() noexcept {
+  if (stopping_) detail::wake(ack_idle_);
+  if (stopping_ || sleeping_until_ms_ == INT64_MIN) wake();
+}
+
+// A job became the earliest at `payload` (ms): wake the worker if its next claim would take
+// it too late (with a lookahead, a job is claimed half a lookahead before it is due).
+void delay_queue::on_message(std::string_view payload) noexcept {
+  std::int64_t at = 0;
+  std::from_chars(payload.data(), payload.data() + payload.size(), at);
+  hint_ms_ = std::min(hint_ms_, at);
+  if (idle_ != nullptr && at - o_.lookahead.count() / 2 < sleeping_until_ms_) {
+    ++stats_.woken_by_message;
+    wake();
+  }
+}
+
+task<result<void>> delay_queue::run(handler_type handler, worker_options options) {
+  if (working_) co_return std::make_error_code(errc::operation_in_progress);
+  handler_ = std::move(handler);
+  o_ = options;
+  stopping_ = false;
+  fatal_ = {};
+  if (o_.lookahead.count() > 0) {
+    std::minstd_rand gen(std::random_device{}());
+    jitter_ms_ = static_cast<std::int64_t>(gen() % static_cast<unsigned>(o_.lookahead.count() / 4 + 1));
+  }
+  client_options sub_options;
+  sub_options.address = o_.address;
+  sub_options.subscriptions = {channel_};
+  sub_options.on_message = [this](std::string_view, std::string_view m) { on_message(m); };
+  auto sub = co_await client::connect(std::move(sub_options));
+  if (!sub) co_return sub.error();
+
+  working_ = true;
+  spawn(work());
+  bool cancelled = false;
+  while (!stopping_ && working_) {
+    sleep_operation until_stop(clock::time_point::max());
+    detail::parked p(run_idle_, until_stop);
+    co_await until_stop;
+    if ((cancelled = co_await stop_requested())) break;
+  }
+  stopping_ = true;
+  wake();
+  co_await resumed_by{run_waiter_, !working_};
+  handler_ = nullptr;
+  if (fatal_) co_return fatal_;
+  if (cancelled) co_return std::make_error_code(errc::operation_canceled);  // a timeout says timed_out
+  co_return result<void>();
+}
+
+task<void> delay_queue::work() {
+  const std::uint64_t jumps = loop_stats().clock_jumps;
+  auto error_backoff = std::chrono::milliseconds(10);
+  const std::int64_t lookahead = o_.lookahead.count();
+  while (!stopping_) {
+    std::int64_t wait_ms = o_.max_wait.count();
+    std::int64_t now_ms = 0;
+    if (running_ + held_ < o_.concurrency) {
+      const unsigned limit = o_.concurrency - running_ - held_;
+      const command_arg args[] = {o_.visibility.count(), limit, lookahead, o_.max_attempts,
+                                  qopts_.max_payload_bytes, o_.max_claim_bytes};
+      const clock::time_point sent = now();
+      hint_ms_ = INT64_MAX;
+      auto r = co_await call(claim_, args);
+      const clock::time_point replied = now();
+      ++stats_.claims;
+      if (!r || !r->is_array() || r->size() != 8 || !(*r)[1].is_array()) {
+        wait_ms = error_backoff.count();
+        error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
+      } else {
+        error_backoff = std::chrono::milliseconds(10);
+        now_ms = int_of((*r)[0]);
+        const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
+        stats_.dead += static_cast<std::uint64_t>(int_of((*r)[5]));
+        const auto f = (*r)[1].elements();
+        for (std::size_t i = 0; i + 4 < f.size(); i += 5) {
+          job j;
+          j.id = f[i].str();
+          j.payload = f[i + 1].str();
+          j.due_ms = int_of(f[i + 2]);
+          j.attempt = int_of(f[i + 3]);
+          j.token = int_of(f[i + 4]);
+          // Due `ahead` after the server's TIME, which was read before `replied`: starting
+          // `ahead` after `replied` is never early. The lease was stamped after `sent`.
+          const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
+          const clock::time_point start_at = replied + std::chrono::microseconds(ahead_us);
+          const clock::time_point lease_end =
+              sent + std::chrono::microseconds(ahead_us) + o_.visibility - detail::margin_of(o_);
+          // Lateness by the server's clock: its TIME in the reply + local time since the reply.
+          const std::int64_t late_us = now_us - j.due_ms * 1000;
+          ++held_;
+          ++stats_.jobs;
+          spawn(run_job(std::move(j), start_at, lease_end, late_us - to_us(replied.time_since_epoch())));
+        }
+        const bool more = int_of((*r)[4]) == 1;
+        if (more && running_ + held_ < o_.concurrency) continue;  // more may be due already
+        const std::int64_t next_due = int_of((*r)[2]);
+        const std::int64_t next_expiry = int_of((*r)[3]);
+        if (next_due >= 0) {
+          // With a lookahead: claim again when half of it is used up, or half a lookahead
+          // before the next due job; each worker offset by its own jitter.
+          const std::int64_t at = lookahead > 0
+                                      ? std::max(now_ms + lookahead / 2, next_due - lookahead / 2) + jitter_ms_
+                                      : next_due + o_.coalesce.count();
+          wait_ms = std::min(wait_ms, std::max<std::int64_t>(at - now_ms, 0));
+        }
+        if (next_expiry >= 0) wait_ms = std::min(wait_ms, std::max<std::int64_t>(next_expiry - now_ms, 0));
+        if (hint_ms_ - lookahead / 2 < now_ms + wait_ms) continue;  // announced while the claim was on its way
+      }
+    }
+    if (stopping_) break;
+    {
+      sleep_operation idle = sleep_for(std::chrono::milliseconds(wait_ms));
+      // Waiting for a free slot, an earlier job changes nothing.
+      sleeping_until_ms_ = running_ + held_ < o_.concurrency ? now_ms + wait_ms : INT64_MIN;
+      detail::parked p(idle_, idle);
+      co_await idle;
+    }
+    if (loop_stats().clock_jumps != jumps) {  // a paused clock: every sleep would jump
+      fatal_ = std::make_error_code(errc::not_supported);
+      stopping_ = true;
+      detail::wake(run_idle_);
+    }
+  }
+  // The drain. Held jobs are handed back (their sleeps end now); running ones get the grace.
+  for (held* h = held_list_; h != nullptr; h = h->next) detail::wake(h->wait);
+  detail::wake(ack_idle_);
+  const clock::time_point grace_end = now() + o_.stop_grace;
+  while (running_ + held_ > 0 && now() < grace_end) {
+    sleep_operation idle(grace_end);
+    detail::parked p(idle_, idle);
+    co_await idle;
+  }
+  for (held* h = held_list_; h != nullptr; h = h->next)
+    if (h->lease != nullptr) h->lease->reset_to(now());
+  while (running_ + held_ > 0 || acking_) {
+    sleep_operation idle = sleep_for(o_.max_wait);
+    detail::parked p(idle_, idle);
+    co_await idle;
+  }
+  working_ = false;
+  detail::wake(run_idle_);
+  if (run_waiter_) std::exchange(run_waiter_, nullptr).resume();  // run() returns: touch nothing after
+}
+
+task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_point lease_end, std::int64_t late_us) {
+  held h;
+  h.next = held_list_;
+  if (held_list_ != nullptr) held_list_->prev = &h;
+  held_list_ = &h;
+  if (start_at > now() && !stopping_) {
+    sleep_operation until_due(start_at);
+    detail::parked p(h.wait, until_due);
+    co_await until_due;
+  }
+  if (stopping_) {  // never started: hand it back, the claim not counted as an attempt
+    const command_arg args[] = {j.id, j.token, j.due_ms};
+    auto r = co_await call(release_, args);
+    if (r && r->is_integer()) stats_.handed_back += static_cast<std::uint64_t>(r->integer());
+    --held_;
+  } else {
+    --held_;
+    ++running_;
+    ++stats_.fired;
+    stats_.lateness.record(late_us + to_us(now().time_since_epoch()));
+    deadline lease(lease_end - now());
+    j.lease_ = &lease;
+    h.lease = &lease;
+    result<void> outcome;
+    std::string why;
+    try {
+      outcome = co_await with_deadline(handler_(j), lease);
+      if (!outcome) why = outcome.error().message();
+    } catch (const std::exception& e) {
+      outcome = std::make_error_code(errc::operation_canceled);
+      why = std::string("exception: ") + e.what();
+    } catch (...) {
+      outcome = std::make_error_code(errc::operation_canceled);
+      why = "an exception that is not a std::exception";
+    }
+    h.lease = nullptr;
+    j.lease_ = nullptr;
+    if (outcome) {
+      acks_.emplace_back(std::move(j.id), j.token);
+      if (!acking_) {
+        acking_ = true;
+        spawn(flush_acks());
+      } else if (acks_.size() >= max_ack_batch) {
+        detail::wake(ack_idle_);  // a full batch goes at once
+      }
+    } else {
+      ++stats_.failed;
+      const auto shift = std::min<std::int64_t>(j.attempt - 1, 30);
+      const auto delay = std::min<std::int64_t>(o_.retry_initial.count() << shift, o_.retry_max.count());
+      const command_arg args[] = {j.id, j.token, delay, o_.max_attempts, channel_, why};
+      auto r = co_await call(fail_, args);
+      const std::int64_t verdict = r && r->is_integer() ? r->integer() : -1;
+      if (verdict == 0) ++stats_.lost_leases;
+      if (verdict == 1) ++stats_.retries;
+      if (verdict == 2) ++stats_.dead;
+    }
+    --running_;
+  }
+  (h.prev != nullptr ? h.prev->next : held_list_) = h.next;
+  if (h.next != nullptr) h.next->prev = h.prev;
+  finished();
+}
+
+// Acknowledges every job done so far, max_ack_batch per script, again while more finished
+// meanwhile. A refused acknowledgement (the lease was lost) counts in lost_leases; a failed
+// one leaves the jobs in flight: they run again after their lease (at-least-once).
+task<void> delay_queue::flush_acks() {
+  std::vector<std::pair<std::string, std::int64_t>> batch;
+  std::vector<command_arg> args;
+  if (o_.ack_delay.count() > 0 && !stopping_) {  // gather the jobs done meanwhile
+    sleep_operation gather = sleep_for(o_.ack_delay);
+    detail::parked p(ack_idle_, gather);
+    co_await gather;
+  }
+  while (!acks_.empty()) {
+    const std::size_t n = std::min(acks_.size(), max_ack_batch);
+    batch.assign(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + static_cast<std::ptrdiff_t>(n)));
+    acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
+    args.clear();
+    for (const auto& [id, token] : batch) {
+      args.emplace_back(id);
+      args.emplace_back(token);
+    }
+    auto r = co_await call(ack_, args);
+    ++stats_.ack_batches;
+    if (r && r->is_integer()) {
+      stats_.acked += static_cast<std::uint64_t>(r->integer());
+      stats_.lost_leases += batch.size() - static_cast<std::uint64_t>(r->integer());
+    }
+  }
+  acking_ = false;
+  finished();  // work() may be draining
+}
+
+}  // namespace cogwheel::redis

@@ -1,0 +1,220 @@
+// delay_queue's life cycle against a real redis-server: run() under a timeout stops claiming,
+// hands back what it holds and returns; an oversized payload goes to the dead set without
+// stopping the others; max_attempts holds when leases expire; the dead set can be listed and
+// requeued; schedule_after counts on the server's clock; a paused clock is refused; prefetched
+// jobs never start early. And the lateness histogram of the stats.
+#include <cogwheel/redis/delay_queue.hpp>
+
+#include <cogwheel/cogwheel.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../io/support.hpp"
+#include "queue_fixture.hpp"
+
+namespace cogwheel::redis_test {
+namespace {
+
+using namespace std::chrono_literals;
+using redis::delay_queue;
+using redis::job;
+using redis::wall_clock;
+
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(wall_clock::now().time_since_epoch()).count();
+}
+
+using redis_delay_queue_life = queue_test;
+
+TEST_F(redis_delay_queue_life, run_under_a_timeout_stops_claiming_hands_back_held_jobs_and_returns) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    for (int i = 0; i < 5; ++i) EXPECT_TRUE(*co_await q.schedule("later" + std::to_string(i), "", wall_clock::now() + 800ms));
+    EXPECT_TRUE(*co_await q.schedule("long", "", wall_clock::now()));
+    int ran = 0;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      ++ran;
+      if (j.id == "long") co_await sleep_for(1h);  // cut after the grace
+      if (co_await stop_requested()) co_return make_error_code(errc::timed_out);
+      co_return result<void>();
+    };
+    auto w = worker();
+    w.lookahead = 2s;  // the five are claimed and held on the wheel
+    w.stop_grace = 100ms;
+    const auto t0 = clock::now();
+    auto r = co_await with_timeout(q.run(handler, w), 400ms);
+    EXPECT_EQ(r.error(), errc::timed_out);
+    EXPECT_LT(clock::now() - t0, 2s);
+    EXPECT_EQ(ran, 1);
+    EXPECT_EQ(q.stats().handed_back, 5u);
+    const auto claims = q.stats().claims;
+    co_await sleep_for(300ms);
+    EXPECT_EQ(q.stats().claims, claims);  // it claims no more
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->in_flight, 0);  // nothing stranded: the cut one was retried, the held ones are due
+    EXPECT_EQ(d->due, 6);
+    auto attempts = co_await c->command("HGET", "{jobs}:attempts", "later0");
+    CO_ASSERT_OK(attempts);
+    EXPECT_EQ(attempts->to_integer().value_or(-1), 0);  // a hand-back is not an attempt
+  }());
+}
+
+TEST_F(redis_delay_queue_life, an_oversized_payload_goes_to_the_dead_set_and_the_others_run) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs", redis::queue_options{.max_payload_bytes = 1000});
+    auto refused = co_await q.schedule("big", std::string(1001, 'x'), wall_clock::now());
+    EXPECT_EQ(refused.error(), std::make_error_code(errc::value_too_large));
+    // One that got in anyway (another producer, a larger bound there).
+    delay_queue lax(*c, "jobs", redis::queue_options{.max_payload_bytes = 1u << 20});
+    EXPECT_TRUE(*co_await lax.schedule("big", std::string(5000, 'x'), wall_clock::now()));
+    for (int i = 0; i < 5; ++i) EXPECT_TRUE(*co_await q.schedule("s" + std::to_string(i), "p", wall_clock::now()));
+    std::set<std::string> ran;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      ran.insert(j.id);
+      co_return result<void>();
+    };
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 300 && ran.size() < 5; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    co_await when_all(q.run(handler, worker()), scenario());
+    EXPECT_EQ(ran.size(), 5u);
+    EXPECT_EQ(ran.count("big"), 0u);
+    EXPECT_EQ(q.stats().dead, 1u);
+    auto dead = co_await q.list_dead(0, 10);
+    CO_ASSERT_OK(dead);
+    CO_ASSERT_TRUE(dead->size() == 1u);
+    EXPECT_EQ((*dead)[0].id, "big");
+    EXPECT_NE((*dead)[0].reason.find("payload of 5000 bytes"), std::string::npos) << (*dead)[0].reason;
+    auto requeued = co_await q.requeue_dead("big");
+    CO_ASSERT_OK(requeued);
+    EXPECT_TRUE(*requeued);
+    EXPECT_FALSE(*co_await q.requeue_dead("big"));
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->due, 1);
+    EXPECT_EQ(d->dead, 0);
+  }());
+}
+
+TEST_F(redis_delay_queue_life, max_attempts_holds_when_leases_expire) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    EXPECT_TRUE(*co_await q.schedule("stuck", "", wall_clock::now()));
+    // Its worker dies on every attempt: each claim's lease is made to expire at once.
+    int ran = 0;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      ++ran;
+      (void)co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+      co_await sleep_for(1h);
+      co_return result<void>();
+    };
+    auto w = worker();
+    w.max_attempts = 3;
+    w.stop_grace = 0ms;
+    w.concurrency = 8;
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 300 && q.stats().dead == 0; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    co_await when_all(q.run(handler, w), scenario());
+    EXPECT_EQ(ran, 3);
+    auto dead = co_await q.list_dead(0, 10);
+    CO_ASSERT_OK(dead);
+    CO_ASSERT_TRUE(dead->size() == 1u);
+    EXPECT_EQ((*dead)[0].attempts, 3);
+    EXPECT_NE((*dead)[0].reason.find("visibility expired on attempt 3 of 3"), std::string::npos) << (*dead)[0].reason;
+  }());
+}
+
+TEST_F(redis_delay_queue_life, schedule_after_counts_the_delay_on_the_servers_clock) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    auto t = co_await c->command("TIME");
+    CO_ASSERT_OK(t);
+    const std::int64_t server_ms = *(*t)[0].to_integer() * 1000 + *(*t)[1].to_integer() / 1000;
+    EXPECT_TRUE(*co_await q.schedule_after("x", "", 60s));
+    auto score = co_await c->command("ZSCORE", "{jobs}:due", "x");
+    CO_ASSERT_OK(score);
+    const auto due = static_cast<std::int64_t>(*score->to_double());
+    EXPECT_GE(due, server_ms + 60'000);
+    EXPECT_LT(due, server_ms + 61'000);
+  }());
+}
+
+TEST_F(redis_delay_queue_life, a_worker_on_a_paused_clock_is_refused_instead_of_claiming_in_a_loop) {
+  runtime_options paused;
+  paused.paused_clock = true;
+  const auto [outcome, claims] = run([&]() -> task<std::pair<std::error_code, std::uint64_t>> {
+    auto c = co_await redis::client::connect(options());
+    if (!c) co_return std::pair{c.error(), std::uint64_t{0}};
+    delay_queue q(*c, "jobs");
+    auto r = co_await q.run([](const job&) -> task<result<void>> { co_return result<void>(); }, worker());
+    co_return std::pair{r.error(), q.stats().claims};
+  }(), paused);
+  EXPECT_EQ(outcome, std::make_error_code(errc::not_supported));
+  EXPECT_LE(claims, 2u);
+}
+
+TEST_F(redis_delay_queue_life, prefetched_jobs_start_at_their_due_time_never_earlier) {
+  const int n = 200;
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    const auto start = wall_clock::now() + 200ms;
+    for (int i = 0; i < n; ++i)
+      EXPECT_TRUE(*co_await q.schedule("p" + std::to_string(i), "", start + std::chrono::milliseconds(i * 5)));
+    std::vector<std::int64_t> late_us;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      late_us.push_back(wall_us() - j.due_ms * 1000);
+      co_return result<void>();
+    };
+    auto w = worker();
+    w.lookahead = 300ms;
+    w.concurrency = 1000;
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 500 && q.stats().acked < static_cast<std::uint64_t>(n); ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    co_await when_all(q.run(handler, w), scenario());
+    CO_ASSERT_TRUE(late_us.size() == static_cast<std::size_t>(n));
+    for (auto us : late_us) EXPECT_GE(us, 0);
+    // One claim per half lookahead: far fewer claims than jobs.
+    EXPECT_LT(q.stats().claims, static_cast<std::uint64_t>(n / 4));
+    EXPECT_LT(q.stats().ack_batches, static_cast<std::uint64_t>(n));
+    EXPECT_EQ(q.stats().fired, static_cast<std::uint64_t>(n));
+    EXPECT_EQ(q.stats().lateness.count, static_cast<std::uint64_t>(n));
+  }());
+}
+
+TEST(redis_lateness_stats, buckets_are_powers_of_two_and_quantiles_their_upper_bounds) {
+  redis::lateness_stats s;
+  EXPECT_EQ(s.quantile_us(0.99), 0u);
+  for (int i = 0; i < 98; ++i) s.record(100);  // bucket [64, 128)
+  s.record(5000);                              // [4096, 8192)
+  s.record(-3);                                // early counts as 0
+  EXPECT_EQ(s.count, 100u);
+  EXPECT_EQ(s.max_us, 5000u);
+  EXPECT_EQ(s.sum_us, 98u * 100 + 5000);
+  EXPECT_EQ(s.buckets[0], 1u);
+  EXPECT_EQ(s.buckets[7], 98u);
+  EXPECT_EQ(s.quantile_us(0.5), 128u);
+  EXPECT_EQ(s.quantile_us(1.0), 5000u);  // capped by the max seen
+}
+
+}  // namespace
+}  // namespace cogwheel::redis_test

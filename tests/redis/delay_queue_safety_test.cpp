@@ -1,0 +1,168 @@
+// delay_queue at its edges, against a real redis-server: fencing tokens (a stale report is
+// refused, the handler can extend its lease and learns when it lost it), handlers that throw
+// anything, run() under a timeout, an oversized payload, max_attempts when leases expire,
+// schedule_after on the server's clock, the paused clock, the dead set, lookahead prefetch.
+#include <cogwheel/redis/delay_queue.hpp>
+
+#include <cogwheel/cogwheel.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../io/support.hpp"
+#include "queue_fixture.hpp"
+
+namespace cogwheel::redis_test {
+namespace {
+
+using namespace std::chrono_literals;
+using redis::delay_queue;
+using redis::job;
+using redis::wall_clock;
+
+using redis_delay_queue_safety = queue_test;
+
+// The first run of the job loses its lease while it works (its expiry is forced into the past
+// and another claim takes the job): its extension and its success report are refused, and the
+// second run holds a greater token.
+TEST_F(redis_delay_queue_safety, a_report_from_a_lost_lease_is_refused_and_the_next_claim_holds_a_greater_token) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    std::vector<std::int64_t> tokens;
+    std::optional<bool> first_extend;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      tokens.push_back(j.token);
+      if (tokens.size() == 1) {
+        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+        EXPECT_TRUE(expired.has_value());
+        while (tokens.size() < 2) co_await sleep_for(5ms);  // a claim took it again
+        auto e = co_await q.extend(j, 10s);
+        if (e) first_extend = *e;
+      }
+      co_return result<void>();
+    };
+    auto scenario = [&]() -> task<void> {
+      EXPECT_TRUE(*co_await q.schedule("f", "", wall_clock::now()));
+      for (int i = 0; i < 500 && q.stats().acked + q.stats().lost_leases < 2; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    auto w = worker();
+    w.concurrency = 4;
+    co_await when_all(q.run(handler, w), scenario());
+    CO_ASSERT_TRUE(tokens.size() == 2u);
+    EXPECT_GT(tokens[1], tokens[0]);
+    EXPECT_EQ(first_extend, std::optional<bool>(false));
+    EXPECT_EQ(q.stats().acked, 1u);
+    EXPECT_EQ(q.stats().lost_leases, 2u);  // the refused extension and the refused ack
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->due + d->in_flight + d->dead, 0);
+  }());
+}
+
+// A failure report from a lost lease must not re-queue the job under its new claimant.
+TEST_F(redis_delay_queue_safety, a_failure_from_a_lost_lease_does_not_retry_the_job_under_the_new_claim) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    int runs = 0;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      const int mine = ++runs;
+      if (mine == 1) {
+        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+        EXPECT_TRUE(expired.has_value());
+        while (runs < 2) co_await sleep_for(5ms);
+        co_return make_error_code(errc::io_error);  // refused: not retried
+      }
+      co_await sleep_for(300ms);  // still running when the stale failure arrives
+      co_return result<void>();
+    };
+    auto scenario = [&]() -> task<void> {
+      EXPECT_TRUE(*co_await q.schedule("f", "", wall_clock::now()));
+      for (int i = 0; i < 500 && q.stats().acked < 1; ++i) co_await sleep_for(10ms);
+      co_await sleep_for(300ms);  // a wrongful retry would run now
+      q.stop();
+    };
+    auto w = worker();
+    w.concurrency = 4;
+    w.retry_initial = 10ms;
+    co_await when_all(q.run(handler, w), scenario());
+    EXPECT_EQ(runs, 2);
+    EXPECT_EQ(q.stats().lost_leases, 1u);
+    EXPECT_EQ(q.stats().retries, 0u);
+    EXPECT_EQ(q.stats().acked, 1u);
+  }());
+}
+
+TEST_F(redis_delay_queue_safety, a_handler_runs_under_its_lease_and_can_extend_it) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    std::map<std::string, int> runs;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      if (++runs[j.id] > 1) co_return result<void>();
+      if (j.id == "extended") {
+        auto e = co_await q.extend(j, 3s);
+        EXPECT_TRUE(e.has_value() && *e);
+      }
+      co_await sleep_for(700ms);  // past the 400 ms visibility, unless cut short
+      if (co_await stop_requested()) co_return make_error_code(errc::timed_out);
+      co_return result<void>();
+    };
+    auto w = worker();
+    w.visibility = 400ms;
+    w.retry_initial = 10ms;
+    auto scenario = [&]() -> task<void> {
+      EXPECT_TRUE(*co_await q.schedule("extended", "", wall_clock::now()));
+      EXPECT_TRUE(*co_await q.schedule("cut", "", wall_clock::now()));
+      for (int i = 0; i < 500 && q.stats().acked < 2; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    co_await when_all(q.run(handler, w), scenario());
+    EXPECT_EQ(runs["extended"], 1);  // its lease held: ran once, acknowledged
+    EXPECT_EQ(runs["cut"], 2);       // cut at its deadline (a failure), retried
+    EXPECT_EQ(q.stats().failed, 1u);
+    EXPECT_EQ(q.stats().lost_leases, 0u);
+  }());
+}
+
+TEST_F(redis_delay_queue_safety, a_handler_that_throws_a_non_exception_neither_wedges_the_worker_nor_its_stop) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    std::vector<std::string> ran;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      ran.push_back(j.id);
+      if (j.id == "a") throw 42;
+      co_return result<void>();
+    };
+    auto w = worker();
+    w.concurrency = 1;
+    w.max_attempts = 1;
+    auto scenario = [&]() -> task<void> {
+      EXPECT_TRUE(*co_await q.schedule("a", "", wall_clock::now()));
+      EXPECT_TRUE(*co_await q.schedule("b", "", wall_clock::now() + 50ms));
+      for (int i = 0; i < 300 && ran.size() < 2; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    auto guarded = [&]() -> task<result<void>> { co_return co_await with_timeout(q.run(handler, w), 5s); };
+    auto [r, _] = co_await when_all(guarded(), scenario());
+    EXPECT_TRUE(r.has_value()) << r.error().message();
+    EXPECT_EQ(ran, (std::vector<std::string>{"a", "b"}));
+    auto dead = co_await q.list_dead(0, 10);
+    CO_ASSERT_OK(dead);
+    CO_ASSERT_TRUE(dead->size() == 1u);
+    EXPECT_NE((*dead)[0].reason.find("not a std::exception"), std::string::npos) << (*dead)[0].reason;
+  }());
+}
+
+}  // namespace
+}  // namespace cogwheel::redis_test
