@@ -240,7 +240,7 @@ void resolver::on_answer(void* arg, int status, int /*timeouts*/, ares_addrinfo*
   }
   if (res != nullptr) ares_freeaddrinfo(res);
   if (status != ARES_EDESTRUCTION) {
-    const clock::time_point now = self.loop_now(*loop_);
+    const clock::time_point now = loop_now(*self.loop_);
     if (!a.error && ttl > 0)
       self.cache_.store(q.key, a, now + std::chrono::seconds(std::min(ttl, 86400)), now);
     else if (a.error == resolve_errc::not_found || a.error == resolve_errc::no_data)
