@@ -41,8 +41,27 @@ check_installed() {
   if [ -d "$prefix/bin" ] || [ -n "$(find "$prefix" -type f -perm -u+x ! -name '*.so*' -print -quit)" ]; then
     fail "something executable was installed under $prefix (tests, examples or benchmarks?)"
   fi
+  if pkg-config --exists 'openssl >= 3'; then  # cogwheel::tls is built and installed with it
+    [ -n "$(find "$prefix" -name "libcogwheel_tls.*" -print -quit)" ] || fail "libcogwheel_tls not installed"
+    [ -f "$prefix/include/cogwheel/tls/stream.hpp" ] || fail "<cogwheel/tls/stream.hpp> not installed"
+    [ -n "$(find "$prefix" -name cogwheel-tls.pc -print -quit)" ] || fail "cogwheel-tls.pc not installed"
+  fi
   echo "installed: $(find "$prefix" -type f -path '*/lib*' | sed "s|^$prefix/||" | sort | tr '\n' ' ')"
   echo "           + $(find "$prefix/include" -name '*.hpp' | wc -l) headers under include/cogwheel"
+}
+
+# check_tls_pkgconfig <prefix> <output>: a TLS program built through cogwheel-tls.pc alone.
+check_tls_pkgconfig() {
+  pkg-config --exists 'openssl >= 3' || return 0
+  local pc
+  pc=$(find "$1" -name cogwheel-tls.pc -print -quit)
+  printf '%s\n' '#include <cogwheel/tls/stream.hpp>' \
+    'int main() { auto c = cogwheel::tls::context::client(); return c && !c->is_server() ? 0 : 1; }' > "$2.cpp"
+  # shellcheck disable=SC2046  # a list of compiler arguments: split it
+  ${CXX:-c++} -std=c++20 -Wall -Wextra -Werror "$2.cpp" -o "$2" \
+    $(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs cogwheel-tls)
+  "$2" || fail "$2 (a cogwheel-tls client context) exited with $?"
+  echo "cogwheel-tls.pc: built and ran $2"
 }
 
 check "1. cmake --install, find_package(cogwheel) from a consumer project"
@@ -64,6 +83,19 @@ pc=$(find "$tmp/cmake-prefix" -name cogwheel.pc -print -quit)
 PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
   bash tests/install/pkgconfig/build.sh "$tmp/consumer-cmake-pkgconfig"
 run_consumer "$tmp/consumer-cmake-pkgconfig"
+check_tls_pkgconfig "$tmp/cmake-prefix" "$tmp/tls-cmake-pkgconfig"
+if pkg-config --exists 'openssl >= 3'; then  # find_package(cogwheel COMPONENTS tls)
+  mkdir -p "$tmp/tls-find-package"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(tls_consumer LANGUAGES CXX)' \
+    'find_package(cogwheel 0.1 REQUIRED COMPONENTS tls)' 'add_executable(tls_consumer main.cpp)' \
+    'target_link_libraries(tls_consumer PRIVATE cogwheel::tls)' > "$tmp/tls-find-package/CMakeLists.txt"
+  cp "$tmp/tls-cmake-pkgconfig.cpp" "$tmp/tls-find-package/main.cpp"
+  cmake -S "$tmp/tls-find-package" -B "$tmp/tls-find-package/build" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$tmp/cmake-prefix" >/dev/null
+  cmake --build "$tmp/tls-find-package/build" >/dev/null
+  "$tmp/tls-find-package/build/tls_consumer" || fail "the find_package(cogwheel COMPONENTS tls) consumer failed"
+  echo "find_package(cogwheel COMPONENTS tls): built and ran tls_consumer"
+fi
 
 check "2. meson install, cogwheel.pc through pkg-config"
 meson_options=(-Dbuildtype=release "-Dprefix=$tmp/meson-prefix" -Dtests=false -Dexamples=false -Dbench=false)
@@ -83,6 +115,7 @@ echo "pkg-config --cflags --libs cogwheel: $(pkg-config --cflags --libs cogwheel
 bash tests/install/pkgconfig/build.sh "$tmp/consumer-pkgconfig"
 unset PKG_CONFIG_PATH
 run_consumer "$tmp/consumer-pkgconfig"
+check_tls_pkgconfig "$tmp/meson-prefix" "$tmp/tls-meson-pkgconfig"
 
 check "3. Meson parent project, cogwheel as a subproject"
 parent=$tmp/meson-parent
@@ -98,7 +131,7 @@ targets=$(meson introspect "$tmp/meson-parent-build" --targets |
   python3 -c 'import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 echo "targets: $targets"
 # cogwheel_redis joins them where hiredis is installed (an optional library, not a program).
-targets=$(echo "$targets" | sed 's/ cogwheel_redis//')
+targets=$(echo "$targets" | sed 's/ cogwheel_redis//; s/ cogwheel_tls//')
 [ "$targets" = "cogwheel_io cogwheel_runtime cogwheel_timer consumer consumer_get_variable" ] \
   || fail "the subproject built more than its libraries"
 run_consumer "$tmp/meson-parent-build/consumer"
