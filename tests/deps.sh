@@ -9,6 +9,8 @@ cogwheel_deps+=(libasio-dev libuv1-dev libevent-dev)
 # What sits on top (the HTTP example, the Redis client) and the real servers and clients their
 # tests and benchmarks start: optional for a build, installed here so CI runs those tests.
 cogwheel_deps+=(libhttp-parser-dev libhiredis-dev nginx-light wrk slowhttptest redis-server curl)
+# cogwheel::tls (optional: built when OpenSSL 3 is found) and the openssl tool its tests run.
+cogwheel_deps+=(libssl-dev openssl ca-certificates)
 cogwheel_missing=()
 for p in "${cogwheel_deps[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cogwheel_missing+=("$p")

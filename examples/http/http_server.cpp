@@ -10,7 +10,7 @@
 //                    [--keepalive-timeout-ms=75000] [--send-timeout-ms=60000]
 //                    [--max-header-bytes=8192] [--max-body-bytes=1048576] [--send-buffer-bytes=0]
 //                    [--idle-buffer-bytes=1024]
-//                    [--stats] [--no-pin] [--tls-cert=chain.pem --tls-key=key.pem]
+//                    [--stats] [--no-pin] [--tls-cert=chain.pem --tls-key=key.pem [--tls-no-resumption]]
 //   --send-buffer-bytes: SO_SNDBUF per connection (0: the kernel's autotuning), like nginx's
 //            `listen ... sndbuf=`.
 //   --idle-buffer-bytes: the read buffer a connection keeps between requests (a read must have
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
 #ifdef COGWHEEL_HTTP_TLS
   tls::context tls_ctx;
   if (!tls_cert.empty() || !tls_key.empty()) {
-    auto ctx = tls_context_from_files(tls_cert, tls_key);
+    auto ctx = tls_context_from_files(tls_cert, tls_key, !examples::has_flag(argc, argv, "tls-no-resumption"));
     if (!ctx) {
       std::fprintf(stderr, "--tls-cert/--tls-key: %s\n", ctx.error().message().c_str());
       return 1;

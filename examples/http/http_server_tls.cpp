@@ -21,7 +21,8 @@ result<std::string> read_file(const std::string& path) {
 
 }  // namespace
 
-result<tls::context> tls_context_from_files(const std::string& cert_path, const std::string& key_path) {
+result<tls::context> tls_context_from_files(const std::string& cert_path, const std::string& key_path,
+                                            bool resumption) {
   auto cert = read_file(cert_path);
   if (!cert) return cert.error();
   auto key = read_file(key_path);
@@ -29,6 +30,7 @@ result<tls::context> tls_context_from_files(const std::string& cert_path, const 
   auto ctx = tls::context::server(*cert, *key);
   if (!ctx) return ctx.error();
   if (auto alpn = ctx->set_alpn({"http/1.1"}); !alpn) return alpn.error();
+  ctx->set_resumption(resumption);
   return ctx;
 }
 

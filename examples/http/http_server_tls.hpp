@@ -11,9 +11,10 @@
 
 namespace http_example {
 
-// A server context from PEM files (the chain, leaf first, and its key), ALPN http/1.1.
+// A server context from PEM files (the chain, leaf first, and its key), ALPN http/1.1;
+// resumption false: no session tickets (every handshake a full one, for benchmarks).
 cogwheel::result<cogwheel::tls::context> tls_context_from_files(const std::string& cert_path,
-                                                                const std::string& key_path);
+                                                                const std::string& key_path, bool resumption = true);
 
 // Handshakes on an accepted connection within cfg.header_timeout, then serves it (spawned,
 // with what is left of the header timeout for the first request's head). A timed-out

@@ -93,8 +93,9 @@ TEST(tls_peers, curl_fetches_over_https_from_our_server) {
   auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
   ASSERT_TRUE(listener);
   const std::string port = std::to_string(listener->local_address().port());
-  child curl({"curl", "-sS", "--http1.1", "--cacert", certs.file("ca.pem"), "--resolve", "localhost:" + port + ":127.0.0.1",
-              "https://localhost:" + port + "/hello"},
+  const std::string resolve = "localhost:" + port + ":127.0.0.1";
+  const std::string url = "https://localhost:" + port;
+  child curl({"curl", "-sS", "--http1.1", "--cacert", certs.file("ca.pem"), "--resolve", resolve, url + "/hello"},
              certs.file("curl.out"));
   ASSERT_TRUE(curl.started());
   run([](const cert_dir& d, tcp_listener& l, child& c) -> task<void> {
@@ -116,8 +117,9 @@ TEST(tls_peers, curl_refuses_our_server_when_it_does_not_trust_the_ca) {
   auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0));
   ASSERT_TRUE(listener);
   const std::string port = std::to_string(listener->local_address().port());
-  child curl({"curl", "-sS", "--resolve", "localhost:" + port + ":127.0.0.1", "https://localhost:" + port + "/"},
-             certs.file("curl.out"));
+  const std::string resolve = "localhost:" + port + ":127.0.0.1";
+  const std::string url = "https://localhost:" + port;
+  child curl({"curl", "-sS", "--resolve", resolve, url + "/"}, certs.file("curl.out"));
   ASSERT_TRUE(curl.started());
   run([](const cert_dir& d, tcp_listener& l, child& c) -> task<void> {
     auto tcp = co_await with_timeout(l.accept(), 10s);

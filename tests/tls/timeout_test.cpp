@@ -15,6 +15,15 @@ tls::context no_tickets(tls::context c) {
   return c;
 }
 
+// A pair whose client -> server sockets hold little (16 KiB each way), so writes stall soon.
+task<result<tls_pair>> small_buffered_pair(const cert_dir& d) {
+  auto p = co_await handshake_pair(d.server(), d.client());
+  if (!p) co_return p.error();
+  if (auto r = p->client.lower().set_send_buffer_size(16384); !r) co_return r.error();
+  if (auto r = p->server.lower().set_receive_buffer_size(16384); !r) co_return r.error();
+  co_return p;
+}
+
 TEST(tls_timeout, reads_cut_with_half_a_record_received_lose_nothing) {
   cert_dir certs;
   SKIP_WITHOUT_CERTS(certs);
@@ -85,10 +94,8 @@ TEST(tls_timeout, a_write_cut_by_its_timeout_is_completed_byte_exact_by_the_next
   cert_dir certs;
   SKIP_WITHOUT_CERTS(certs);
   run([](const cert_dir& d) -> task<void> {
-    auto p = co_await handshake_pair(d.server(), d.client());
+    auto p = co_await small_buffered_pair(d);
     CO_ASSERT_OK(p);
-    CO_ASSERT_OK(p->client.lower().set_send_buffer_size(16384));
-    CO_ASSERT_OK(p->server.lower().set_receive_buffer_size(16384));
     const std::size_t size = 8 << 20;
     const auto data = pattern_bytes(size);
     std::size_t written = 0;
@@ -126,10 +133,8 @@ TEST(tls_timeout, a_shutdown_sends_the_records_a_cut_write_left_queued) {
   cert_dir certs;
   SKIP_WITHOUT_CERTS(certs);
   run([](const cert_dir& d) -> task<void> {
-    auto p = co_await handshake_pair(d.server(), d.client());
+    auto p = co_await small_buffered_pair(d);
     CO_ASSERT_OK(p);
-    CO_ASSERT_OK(p->client.lower().set_send_buffer_size(16384));
-    CO_ASSERT_OK(p->server.lower().set_receive_buffer_size(16384));
     const auto data = pattern_bytes(4 << 20);
     std::size_t written = 0;
     auto cut = co_await with_timeout(p->client.write_all(data, written), 20ms);
