@@ -4,7 +4,9 @@
 #   <libdir>/cmake/cogwheel/                   the find_package(cogwheel) package: targets
 #                                              cogwheel::timer, cogwheel::runtime, cogwheel::io
 #   <libdir>/pkgconfig/cogwheel.pc             the same libraries for pkg-config (as Meson's)
-# and the Redis client (always built: its RESP parser is its own):
+#   and, when OpenSSL 3 was found: libcogwheel_tls, <includedir>/cogwheel/tls/, the target
+#   cogwheel::tls (find_package component tls) and <libdir>/pkgconfig/cogwheel-tls.pc
+#   and the Redis client (always built: its RESP parser is its own):
 #   <libdir>/libcogwheel_redis.a, <includedir>/cogwheel/redis/...
 #   <libdir>/cmake/cogwheel/cogwheelRedisTargets.cmake   cogwheel::redis (COMPONENTS redis)
 #   <libdir>/pkgconfig/cogwheel-redis.pc                 the Redis client for pkg-config
@@ -21,6 +23,22 @@ install(TARGETS cogwheel_timer cogwheel_runtime cogwheel_io
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+if(TARGET cogwheel_tls)
+  install(TARGETS cogwheel_tls
+    EXPORT cogwheelTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/tls/include/
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+    FILES_MATCHING PATTERN "*.hpp")
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/cogwheel-tls.pc.in ${PROJECT_BINARY_DIR}/cogwheel-tls.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/cogwheel-tls.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+  set(COGWHEEL_INSTALLED_TLS ON)
+else()
+  set(COGWHEEL_INSTALLED_TLS OFF)
+endif()
 
 foreach(module timer runtime io)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/include/

@@ -46,7 +46,7 @@ cmake --build build/ci-release -j "$jobs"
 # The tests of io_uring's own ring (its SQ/CQ counters, injected io_uring_submit faults) are
 # left out on epoll, which has no ring; every other test runs unchanged.
 ring_only='-loop.tiny_ring*:loop.a_frame_destroyed*'
-backend_labels='runtime|io|http|redis|multicore'
+backend_labels='runtime|io|http|redis|tls|multicore'
 
 stage "cmake release (g++), epoll backend"
 (cd build/ci-release && COGWHEEL_BACKEND=epoll GTEST_FILTER="$ring_only" \
@@ -60,7 +60,7 @@ meson compile -C build/ci-meson -j "$jobs"
 meson test -C build/ci-meson --print-errorlogs --num-processes "$jobs"
 stage "meson release (g++), epoll backend"
 COGWHEEL_BACKEND=epoll GTEST_FILTER="$ring_only" meson test -C build/ci-meson --print-errorlogs \
-  --num-processes "$jobs" --suite runtime --suite io --suite http --suite redis
+  --num-processes "$jobs" --suite runtime --suite io --suite http --suite redis --suite tls
 
 stage "cmake release (clang-16)"
 cmake -S . -B build/ci-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-16 \
@@ -77,7 +77,7 @@ cmake --build build/ci-asan -j "$jobs"
 stage "cmake debug + address,undefined sanitizers, epoll backend"
 (cd build/ci-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   COGWHEEL_TEST_SCALE=${COGWHEEL_TEST_SCALE:-0.1} COGWHEEL_BACKEND=epoll GTEST_FILTER="$ring_only" \
-  ctest_counted --output-on-failure -j "$jobs" -L 'runtime|io|multicore')
+  ctest_counted --output-on-failure -j "$jobs" -L 'runtime|io|tls|multicore')
 
 stage "cmake debug + thread sanitizer (multicore tests)"
 cmake -S . -B build/ci-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 \

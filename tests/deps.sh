@@ -14,6 +14,8 @@ cogwheel_deps+=(libhttp-parser-dev nginx-light wrk slowhttptest redis-server cur
 # io's resolver links c-ares (required); dnsmasq is the local DNS server bench/resolve_bench.cpp
 # measures against.
 cogwheel_deps+=(libc-ares-dev dnsmasq-base)
+# cogwheel::tls (optional: built when OpenSSL 3 is found) and the openssl tool its tests run.
+cogwheel_deps+=(libssl-dev openssl ca-certificates)
 cogwheel_missing=()
 for p in "${cogwheel_deps[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cogwheel_missing+=("$p")

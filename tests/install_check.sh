@@ -54,6 +54,11 @@ check_installed() {
   if [ -d "$prefix/bin" ] || [ -n "$(find "$prefix" -type f -perm -u+x ! -name '*.so*' -print -quit)" ]; then
     fail "something executable was installed under $prefix (tests, examples or benchmarks?)"
   fi
+  if pkg-config --exists 'openssl >= 3'; then  # cogwheel::tls is built and installed with it
+    [ -n "$(find "$prefix" -name "libcogwheel_tls.*" -print -quit)" ] || fail "libcogwheel_tls not installed"
+    [ -f "$prefix/include/cogwheel/tls/stream.hpp" ] || fail "<cogwheel/tls/stream.hpp> not installed"
+    [ -n "$(find "$prefix" -name cogwheel-tls.pc -print -quit)" ] || fail "cogwheel-tls.pc not installed"
+  fi
   echo "installed: $(find "$prefix" -type f -path '*/lib*' | sed "s|^$prefix/||" | sort | tr '\n' ' ')"
   echo "           + $(find "$prefix/include" -name '*.hpp' | wc -l) headers under include/cogwheel"
 }
@@ -73,6 +78,20 @@ pkgconfig_consumers() {
   unset PKG_CONFIG_PATH
   run_consumer "$2"
   if $with_redis; then run_consumer "$2-redis"; fi
+}
+
+# check_tls_pkgconfig <prefix> <output>: a TLS program built through cogwheel-tls.pc alone.
+check_tls_pkgconfig() {
+  pkg-config --exists 'openssl >= 3' || return 0
+  local pc
+  pc=$(find "$1" -name cogwheel-tls.pc -print -quit)
+  printf '%s\n' '#include <cogwheel/tls/stream.hpp>' \
+    'int main() { auto c = cogwheel::tls::context::client(); return c && !c->is_server() ? 0 : 1; }' > "$2.cpp"
+  # shellcheck disable=SC2046  # a list of compiler arguments: split it
+  ${CXX:-c++} -std=c++20 -Wall -Wextra -Werror "$2.cpp" -o "$2" \
+    $(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs cogwheel-tls)
+  "$2" || fail "$2 (a cogwheel-tls client context) exited with $?"
+  echo "cogwheel-tls.pc: built and ran $2"
 }
 
 check "1. cmake --install, find_package(cogwheel) from a consumer project"
@@ -96,6 +115,20 @@ fi
 # builds with pkg-config.
 pkgconfig_consumers "$tmp/cmake-prefix" "$tmp/consumer-cmake-pkgconfig"
 
+check_tls_pkgconfig "$tmp/cmake-prefix" "$tmp/tls-cmake-pkgconfig"
+if pkg-config --exists 'openssl >= 3'; then  # find_package(cogwheel COMPONENTS tls)
+  mkdir -p "$tmp/tls-find-package"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(tls_consumer LANGUAGES CXX)' \
+    'find_package(cogwheel 0.1 REQUIRED COMPONENTS tls)' 'add_executable(tls_consumer main.cpp)' \
+    'target_link_libraries(tls_consumer PRIVATE cogwheel::tls)' > "$tmp/tls-find-package/CMakeLists.txt"
+  cp "$tmp/tls-cmake-pkgconfig.cpp" "$tmp/tls-find-package/main.cpp"
+  cmake -S "$tmp/tls-find-package" -B "$tmp/tls-find-package/build" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$tmp/cmake-prefix" >/dev/null
+  cmake --build "$tmp/tls-find-package/build" >/dev/null
+  "$tmp/tls-find-package/build/tls_consumer" || fail "the find_package(cogwheel COMPONENTS tls) consumer failed"
+  echo "find_package(cogwheel COMPONENTS tls): built and ran tls_consumer"
+fi
+
 check "1b. cmake --install --prefix elsewhere (not the configured prefix), used through pkg-config"
 cmake --install build/install-cmake --prefix "$tmp/elsewhere" >/dev/null
 check_installed "$tmp/elsewhere"
@@ -114,6 +147,7 @@ fi
 meson compile -C build/install-meson -j "$jobs" >/dev/null
 meson install -C build/install-meson --quiet >/dev/null
 check_installed "$tmp/meson-prefix"
+check_tls_pkgconfig "$tmp/meson-prefix" "$tmp/tls-meson-pkgconfig"
 # Moved after the install: the .pc files find the prefix from where they are.
 mv "$tmp/meson-prefix" "$tmp/meson-moved"
 pkgconfig_consumers "$tmp/meson-moved" "$tmp/consumer-pkgconfig"
@@ -136,7 +170,7 @@ if $with_redis; then
   [[ " $targets " == *" cogwheel_redis "* && " $targets " == *" redis_consumer "* ]] \
     || fail "the subproject gave no dependency('cogwheel-redis')"
 fi
-targets=$(echo "$targets" | sed 's/ cogwheel_redis//; s/ redis_consumer//')
+targets=$(echo "$targets" | sed 's/ cogwheel_redis//; s/ redis_consumer//; s/ cogwheel_tls//')
 [ "$targets" = "cogwheel_io cogwheel_runtime cogwheel_timer consumer consumer_get_variable" ] \
   || fail "the subproject built more than its libraries"
 run_consumer "$tmp/meson-parent-build/consumer"

@@ -10,7 +10,7 @@
 //                    [--keepalive-timeout-ms=75000] [--send-timeout-ms=60000]
 //                    [--max-header-bytes=8192] [--max-body-bytes=1048576] [--send-buffer-bytes=0]
 //                    [--idle-buffer-bytes=1024] [--request-timeout-ms=0 (none)]
-//                    [--stats] [--no-pin]
+//                    [--stats] [--no-pin] [--tls-cert=chain.pem --tls-key=key.pem [--tls-no-resumption]]
 //   --send-buffer-bytes: SO_SNDBUF per connection (0: the kernel's autotuning), like nginx's
 //            `listen ... sndbuf=`.
 //   --idle-buffer-bytes: the read buffer a connection keeps between requests (a read must have
@@ -19,6 +19,8 @@
 //            (docs/deadlines.md); a request that overruns it is cut without a response.
 //   --stats: on SIGINT/SIGTERM print requests served, connections closed by each timeout, refused
 //            requests by status, kick lateness p50/p99/max and the process's CPU time.
+//   --tls-cert/--tls-key: HTTPS only (when built with cogwheel::tls), the handshake under the
+//            header timeout (http_server_tls.hpp).
 // Try: curl -v http://127.0.0.1:8080/ ; wrk -t1 -c50 -d5s http://127.0.0.1:8080/
 // Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll);
 // libhttp-parser-dev; one descriptor per connection.
@@ -33,6 +35,9 @@
 #include <cogwheel/cogwheel.hpp>
 
 #include "http_server.hpp"
+#ifdef COGWHEEL_HTTP_TLS
+#include "http_server_tls.hpp"
+#endif
 #include "support.hpp"
 
 using namespace cogwheel;
@@ -94,6 +99,24 @@ int main(int argc, char** argv) {
   const unsigned cores = static_cast<unsigned>(examples::flag_int(argc, argv, "cores", 0));
   const bool stats_wanted = examples::has_flag(argc, argv, "stats");
   const long fds = examples::raise_fd_limit();
+  const std::string tls_cert = examples::flag(argc, argv, "tls-cert", "");
+  const std::string tls_key = examples::flag(argc, argv, "tls-key", "");
+#ifdef COGWHEEL_HTTP_TLS
+  tls::context tls_ctx;
+  if (!tls_cert.empty() || !tls_key.empty()) {
+    auto ctx = tls_context_from_files(tls_cert, tls_key, !examples::has_flag(argc, argv, "tls-no-resumption"));
+    if (!ctx) {
+      std::fprintf(stderr, "--tls-cert/--tls-key: %s\n", ctx.error().message().c_str());
+      return 1;
+    }
+    tls_ctx = std::move(*ctx);
+  }
+#else
+  if (!tls_cert.empty() || !tls_key.empty()) {
+    std::fprintf(stderr, "--tls-cert/--tls-key: built without cogwheel::tls (OpenSSL 3)\n");
+    return 1;
+  }
+#endif
 
   runtime rt(runtime_options{.cores = cores, .sq_entries = 4096,
                              .pin_threads = !examples::has_flag(argc, argv, "no-pin"), .stop_on_signals = true});
@@ -118,6 +141,12 @@ int main(int argc, char** argv) {
         if (conn.error() == errc::operation_canceled) co_return;
         continue;  // EMFILE: the listener backs off by itself
       }
+#ifdef COGWHEEL_HTTP_TLS
+      if (tls_ctx) {
+        spawn(serve_tls_connection(std::move(*conn), tls_ctx, cfg, stats[core]));
+        continue;
+      }
+#endif
       spawn(serve_connection(std::move(*conn), cfg, stats[core]));
     }
   });

@@ -80,4 +80,9 @@ struct server_stats {
 // runs on a cogwheel loop thread; stats belongs to that core.
 cogwheel::task<void> serve_connection(cogwheel::tcp_stream s, const server_config& cfg, server_stats& stats);
 
+// The same over any stream with tcp_stream's read/write (tls::stream: http_server_tls.hpp),
+// the first request's head due by `head_by`. Instantiated in http_server_session.cpp.
+template <class Stream>
+cogwheel::task<void> serve_stream(Stream s, const server_config& cfg, server_stats& stats, clock::time_point head_by);
+
 }  // namespace http_example

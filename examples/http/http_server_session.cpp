@@ -10,6 +10,9 @@
 
 #include "http_server.hpp"
 #include "http_server_exchange.hpp"
+#ifdef COGWHEEL_HTTP_TLS
+#include <cogwheel/tls/stream.hpp>
+#endif
 
 namespace http_example {
 
@@ -29,11 +32,18 @@ void record_kick(server_stats& stats, const deadline& d) {
   stats.kick_lateness_us.push_back(static_cast<std::uint32_t>(std::clamp<long long>(late, 0, UINT32_MAX)));
 }
 
+// The socket under a connection's stream (plain, or under TLS).
+tcp_stream& socket_of(tcp_stream& s) { return s; }
+#ifdef COGWHEEL_HTTP_TLS
+tcp_stream& socket_of(tls::stream& s) { return s.lower(); }
+#endif
+
 // Stops writing, then reads and drops what the client still sends until it closes its side or
 // linger_time passes. The shutdown is the plain syscall: it never blocks, whereas io_uring runs
 // IORING_OP_SHUTDOWN on a worker thread, a round trip for nothing.
-task<void> linger(tcp_stream& s, deadline& reading) {
-  ::shutdown(s.native_handle(), SHUT_WR);
+template <class Stream>
+task<void> linger(Stream& s, deadline& reading) {
+  ::shutdown(socket_of(s).native_handle(), SHUT_WR);
   reading.reset(linger_time);
   std::byte sink[1024];
   for (;;) {
@@ -66,9 +76,11 @@ namespace {
 
 // The connection's life; `request` (null without a request budget) is the deadline of the
 // scope it runs in, reset where each request's head starts and pushed out while idle.
-task<void> serve(tcp_stream& s, const server_config& cfg, server_stats& stats, deadline* request) {
+template <class Stream>
+task<void> serve(Stream& s, const server_config& cfg, server_stats& stats, deadline* request,
+                 clock::time_point head_by) {
   exchange ex(cfg, stats);
-  deadline reading(cfg.header_timeout);  // the first request's head counts from the accept
+  deadline reading(head_by - now());  // the first request's head counts from the accept
   deadline sending(cfg.send_timeout);
   bool head_armed = true;  // `reading` holds the current head's header deadline
   bool idle_armed = false;  // `reading` holds the keepalive deadline
@@ -152,22 +164,32 @@ task<void> serve(tcp_stream& s, const server_config& cfg, server_stats& stats, d
 }  // namespace
 
 task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats& stats) {
+  return serve_stream(std::move(s), cfg, stats, now() + cfg.header_timeout);
+}
+
+template <class Stream>
+task<void> serve_stream(Stream s, const server_config& cfg, server_stats& stats, clock::time_point head_by) {
   ++stats.connections;
   ++stats.open_connections;
   struct open_count {
     server_stats& stats;
     ~open_count() { --stats.open_connections; }
   } counted{stats};
-  (void)s.set_nodelay(true);
-  if (cfg.send_buffer_bytes > 0) (void)s.set_send_buffer_size(static_cast<int>(cfg.send_buffer_bytes));
+  (void)socket_of(s).set_nodelay(true);
+  if (cfg.send_buffer_bytes > 0) (void)socket_of(s).set_send_buffer_size(static_cast<int>(cfg.send_buffer_bytes));
   if (cfg.request_timeout <= clock::duration::zero()) {
-    co_await serve(s, cfg, stats, nullptr);
+    co_await serve(s, cfg, stats, nullptr, head_by);
     co_return;
   }
   // The first request's head counts from the accept, as the header timeout does.
   deadline request(cfg.request_timeout);
-  auto r = co_await with_deadline(serve(s, cfg, stats, &request), request);
+  auto r = co_await with_deadline(serve(s, cfg, stats, &request, head_by), request);
   if (!r && r.error() == errc::timed_out) ++stats.request_timeouts;
 }
+
+template task<void> serve_stream(tcp_stream, const server_config&, server_stats&, clock::time_point);
+#ifdef COGWHEEL_HTTP_TLS
+template task<void> serve_stream(tls::stream, const server_config&, server_stats&, clock::time_point);
+#endif
 
 }  // namespace http_example
