@@ -72,10 +72,10 @@ class deadline : private timer::timer_node {
   void attach(detail::deadline_waiter& w) noexcept { waiters_.push_back(w); }
   /// See attach().
   void detach(detail::deadline_waiter& w) noexcept { w.unlink(); }
-  // For a scope nested in one that follows this deadline, which armed no timer because this
-  // deadline came first: w.on_deadline is called (once; w is unlinked first) when reset()
-  // pushes the expiry later, so that the scope arms its own timer if it now comes first.
-  // Precondition: !w.linked(). A reset that pulls the expiry in tells nobody.
+  /// For a scope nested in one that follows this deadline, which armed no timer because this
+  /// deadline came first: w.on_deadline is called (once; w is unlinked first) when reset()
+  /// pushes the expiry later, so that the scope arms its own timer if it now comes first.
+  /// Precondition: !w.linked(). A reset that pulls the expiry in tells nobody.
   void add_dependent(detail::deadline_waiter& w) noexcept { dependents_.push_back(w); }
 
  private:
