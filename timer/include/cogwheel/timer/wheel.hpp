@@ -274,8 +274,8 @@ class timer_wheel {
   // overdue. A bound: cancels and lazy pushes do not raise it.
   tick_t next_work_ = 0;
   std::array<visit_state, detail::level_count> visits_{};
-  tick_t next_visit_ = 0;
-  std::uint32_t visit_min_live_ = 512;  // no visit step is due before this tick (the least next_tick)
+  tick_t next_visit_ = 0;  // no visit step is due before this tick (the least next_tick)
+  std::uint32_t visit_min_live_ = 512;  // slots with fewer live nodes are not visited early
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;

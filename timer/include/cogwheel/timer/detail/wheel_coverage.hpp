@@ -1,6 +1,10 @@
-// What the wheel's code paths were reached, counted only in builds without NDEBUG (tests, the
-// fuzzer): the differential tests assert that each run reached every level and every flush
-// path. In a release build cover() compiles to nothing and the counters stay zero.
+// What the wheel's code paths were reached, counted only where COGWHEEL_TIMER_COVERAGE is defined
+// for the library and the program alike: the tests and the fuzzer compile the timer sources
+// once more with it (tests/timer/CMakeLists.txt, tests/fuzz/), and the differential tests assert
+// that each run reached every level and every flush path. Everywhere else, in every build type,
+// cover() compiles to nothing and the counters stay zero. The switch is a test-only flag and not
+// NDEBUG, so a Release library used from a Debug program sees one definition of every inline
+// wheel method (no ODR violation).
 //
 // One set of counters per thread (a test reads what its own runs reached).
 #pragma once
@@ -27,10 +31,10 @@ struct wheel_coverage {
   std::uint64_t due_cancels = 0;              // cancels of nodes already in the expiry batch
 };
 
-#ifdef NDEBUG
-inline constexpr bool wheel_coverage_enabled = false;
-#else
+#ifdef COGWHEEL_TIMER_COVERAGE
 inline constexpr bool wheel_coverage_enabled = true;
+#else
+inline constexpr bool wheel_coverage_enabled = false;
 #endif
 
 inline wheel_coverage& coverage() noexcept {
