@@ -132,6 +132,7 @@ void expect_reached(const param& p, const totals& t, bool bursts) {
     EXPECT_GT(c.cancel_flush_full, 0u) << "no burst filled the cancel log (256)";
   } else {
     EXPECT_GT(c.visit_moves, 0u) << "no pushed node was moved early";
+    EXPECT_GT(c.visit_restarts, 0u) << "no visit pass began again over its slot";
     EXPECT_GT(c.fast_advances, 0u) << "no advance() took the O(1) path";
   }
 }
@@ -150,10 +151,11 @@ void report(const param& p, const totals& t) {
   const detail::wheel_coverage& c = t.reached;
   std::printf("[ differential ]   processed per level:");
   for (const std::uint64_t n : c.processed) std::printf(" %llu", static_cast<unsigned long long>(n));
-  std::printf("; stage full %llu, cancel log full %llu, visit moves %llu\n",
+  std::printf("; stage full %llu, cancel log full %llu, visit moves %llu, restarts %llu\n",
               static_cast<unsigned long long>(c.stage_flush_full),
               static_cast<unsigned long long>(c.cancel_flush_full),
-              static_cast<unsigned long long>(c.visit_moves));
+              static_cast<unsigned long long>(c.visit_moves),
+              static_cast<unsigned long long>(c.visit_restarts));
 }
 
 class differential : public ::testing::TestWithParam<param> {};

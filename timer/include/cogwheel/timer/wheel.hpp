@@ -147,6 +147,9 @@ class timer_wheel {
   // Bytes the wheel holds besides its nodes (itself, slot storage, staging, the expiry batch):
   // what a pending timer costs beyond sizeof(timer_node) is memory_bytes() / size().
   std::size_t memory_bytes() const noexcept;
+  // Nodes advance() has re-filed since construction (cascaded to a lower level, or moved early
+  // by a visit because their deadline was pushed back): the work advance() does besides firing.
+  std::uint64_t moved() const noexcept { return moved_; }
 
  private:
   static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;
@@ -158,6 +161,7 @@ class timer_wheel {
   // The early visit of one level's next occupied slot (see visit()).
   struct visit_state {
     tick_t next_tick = 0;    // the next advance at or after this tick continues the visit
+    tick_t finish = 0;       // the tick by which the current pass is to reach the slot's end
     std::uint32_t cursor = 0;
     std::uint16_t slot = 0;  // 0: none yet (level 0 is never visited)
   };
@@ -279,6 +283,7 @@ class timer_wheel {
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;
+  std::uint64_t moved_ = 0;
 };
 
 }  // namespace cogwheel::timer

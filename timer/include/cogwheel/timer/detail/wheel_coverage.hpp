@@ -27,6 +27,7 @@ struct wheel_coverage {
   std::uint64_t lazy_pushes = 0;              // later deadlines recorded without moving the node
   std::uint64_t visit_moves = 0;              // pushed nodes re-filed by a visit before due
   std::uint64_t visit_emptied = 0;            // visits that emptied the visited slot
+  std::uint64_t visit_restarts = 0;           // visit passes that reached a slot's end and began again
   std::uint64_t fast_advances = 0;            // advance() calls answered in O(1)
   std::uint64_t due_cancels = 0;              // cancels of nodes already in the expiry batch
 };
