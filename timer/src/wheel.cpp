@@ -91,7 +91,8 @@ void timer_wheel::update_next_work() noexcept {
 // the same rule, so a node pushed after the pass read its entry is still moved early. What still re-files at once when
 // the slot comes due is what was not pushed: deadlines genuinely in the slot. Slots of fewer
 // than 512 nodes are not visited (re-filing them whole is cheap), so a wheel with few timers
-// keeps taking the O(1) path of advance().
+// keeps taking the O(1) path of advance(); once a slot was visited, further passes go on down
+// to 64 live nodes.
 // Whether at least a quarter of 8 live entries, the first at or after each of 8 evenly spaced
 // indexes (up to 64 entries on: after a pass most entries are holes), have a deadline at or
 // after `end_tick` (the slot's end): reads up to 8 nodes and 512 entries.
@@ -130,7 +131,10 @@ void timer_wheel::visit(unsigned level) {
     detail::cover([](detail::wheel_coverage& c) { ++c.visit_restarts; });
     v.cursor = 0;
   }
-  if (v.cursor == 0 && sl.live < visit_min_live_) {  // re-filed at once when due: cheap enough
+  // Small slots are re-filed at once when due (cheap enough); a slot already visited keeps its
+  // passes down to an eighth of that, so the tail a pass leaves is re-filed early too.
+  const std::uint32_t min_live = v.finish == 0 ? visit_min_live_ : visit_min_live_ / 8;
+  if (v.cursor == 0 && sl.live < min_live) {
     v.next_tick = elapsed_ + (left / 2 > 0 ? left / 2 : 1);  // look again if it grew
     return;
   }

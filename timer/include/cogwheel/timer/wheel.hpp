@@ -17,8 +17,10 @@
 // A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
 // pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
 // visits each level's next occupied slot a chunk at a time before it is due and re-files the
-// nodes already pushed beyond it (wheel.cpp, visit()); no single advance() then re-files more
-// than a chunk, and an advance() with nothing due is O(1).
+// nodes already pushed beyond it, pass after pass while pushed nodes remain (wheel.cpp,
+// visit()); no single advance() then re-files more than a chunk, and an advance() with nothing
+// due is O(1). Visits only ever move a node to a later slot: they change when work is done,
+// never when a timer fires.
 //
 // cancel() of a filed node touches only the node and the slot's header: the write that turns
 // its slot entry into a hole is logged (slot, index) and applied in a batch before anything
