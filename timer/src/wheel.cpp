@@ -55,6 +55,24 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
   return std::nullopt;
 }
 
+// Invariant that makes the cancel log safe: between a cancel and this flush no wheel slot gains
+// an entry (only file() adds, and its callers flush first), and no one reads a filed slot's
+// entries (they may point at nodes already destroyed).
+void timer_wheel::flush_cancels() noexcept {
+  for (std::uint32_t i = 0; i < cancel_count_; ++i) {
+    const cancelled_entry c = cancel_log_[i];
+    slot& sl = slots_[c.slot];
+    if (c.pos < sl.size) sl.make_hole(c.pos);
+  }
+  cancel_count_ = 0;
+}
+
+void timer_wheel::release_slot(std::uint16_t id) noexcept {
+  slots_[id].release(pool_);
+  if (id < wheel_slots)
+    occupied_[id / slots_per_level] &= ~(std::uint64_t{1} << (id % slots_per_level));
+}
+
 void timer_wheel::file_staged() {
   if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();

@@ -221,10 +221,7 @@ class timer_wheel {
     assert(n.pos_ < sl.size && sl.at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
     if (sl.live == 1) {
-      sl.release(pool_);
-      if (n.slot_ < wheel_slots)
-        occupied_[n.slot_ / detail::slots_per_level] &=
-            ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
+      release_slot(n.slot_);
       return;
     }
     --sl.live;
@@ -235,17 +232,12 @@ class timer_wheel {
     }
   }
 
-  // Applies the logged cancels. Invariant that makes the log safe: between a cancel and this
-  // flush no wheel slot gains an entry (only file() adds, and its callers flush first), and no
-  // one reads a filed slot's entries (they may point at nodes already destroyed).
-  void flush_cancels() noexcept {
-    for (std::uint32_t i = 0; i < cancel_count_; ++i) {
-      const cancelled_entry c = cancel_log_[i];
-      slot& sl = slots_[c.slot];
-      if (c.pos < sl.size) sl.make_hole(c.pos);
-    }
-    cancel_count_ = 0;
-  }
+  // Applies the logged cancels (wheel.cpp). Out of line, as release_slot(): cancel() stays
+  // small enough to be inlined into its callers, and both run rarely (a flush per 256 cancels,
+  // a release when a slot empties).
+  void flush_cancels() noexcept;
+  // Empties slot `id` (its last live node left) and clears its occupancy bit.
+  void release_slot(std::uint16_t id) noexcept;
 
   // Takes a staged node out: the last staged node (hot: it was just staged) fills its place.
   void unstage(timer_node& n) noexcept {
