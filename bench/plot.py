@@ -3,6 +3,8 @@
 
   timer_ns_per_op.png  ns/op against pending timers, log-log, one panel per operation: the
                        wheel, the heap and every peer found (rows named <operation>/<queue>/<N>)
+  timer_idle.png       the idle-connection pattern (timer_bench's idle_max rows): longest and
+                       mean advance() per queue
   echo.png             echo round trips/s and server CPU per round trip per mode and size
                        (rows named echo/<mode>/<size>/<connections>)
 
@@ -85,6 +87,34 @@ def plot_timers(paths, out, metric, note):
     return path
 
 
+def plot_idle(paths, out, note):
+    """idle_max/<queue>/<N>: the longest advance() (each step's least CPU time over the runs)
+    and the mean advance(), one bar per queue, log scale."""
+    found = {}
+    for name, b in rows(paths).items():
+        m = NAME.match(name)
+        if m and m["op"] == "idle_max" and "max_filtered_us" in b:
+            found[m["queue"]] = (b["max_filtered_us"], b["mean_advance_ns"] * 1e-3, int(m["n"]))
+    if not found:
+        return None
+    queues = sorted(found)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = range(len(queues))
+    ax.bar([x - 0.2 for x in xs], [found[q][0] for q in queues], 0.4, label="longest advance()")
+    ax.bar([x + 0.2 for x in xs], [found[q][1] for q in queues], 0.4, label="mean advance()")
+    ax.set_xticks(list(xs), queues)
+    ax.set_yscale("log")
+    ax.set_ylabel("us (CPU, longest; wall, mean)")
+    n = found[queues[0]][2]
+    ax.set_title("idle pattern, %d connections, 60 s" % n + (" - " + note if note else ""))
+    ax.grid(True, which="both", axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out, "timer_idle.png")
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def plot_echo(path_in, out, note):
     data = defaultdict(dict)  # (mode) -> size -> bench
     for name, b in rows([path_in]).items():
@@ -126,6 +156,7 @@ def main():
     made = []
     if a.timer:
         made.append(plot_timers(a.timer, a.out, a.metric, a.title_note))
+        made.append(plot_idle(a.timer, a.out, a.title_note))
     if a.echo:
         made.append(plot_echo(a.echo, a.out, a.title_note))
     made = [m for m in made if m]

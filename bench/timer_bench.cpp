@@ -23,6 +23,7 @@
 #include <numeric>
 #include <string>
 #include <time.h>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include <cogwheel/timer/wheel.hpp>
 
 #include "linked_wheel.hpp"
+#include "timer_idle_pattern.hpp"
 #include "timer_workload.hpp"
 
 namespace {
@@ -361,6 +363,47 @@ void advance_max(benchmark::State& state, std::size_t n, bool together) {
       beat_ns / static_cast<double>(state.iterations() * runs * (steps / beats_per_period) * n);
 }
 
+// The idle-connection pattern (timer_idle_pattern.hpp), `runs` runs on fresh queues, first
+// touch included. Counters: max_us, the median over the runs of each run's longest advance()
+// (thread CPU time), with max_us_lo/hi the least and greatest run; max_filtered_us, the longest
+// step after each step keeps its least CPU time over the runs, and max_step, that step (ms after
+// the start); mean_advance_ns, the mean over steps of each step's least wall time;
+// heartbeat_ns, the mean reschedule; moved_per_advance, the nodes the wheel re-filed (cascaded
+// or visited) per advance(), 0 for the other queues. The iteration time is the sum of the
+// filtered wall times (one run's advance() calls).
+template <class Queue>
+void idle_max(benchmark::State& state, std::size_t n) {
+  constexpr std::size_t runs = 5;
+  idle_pattern_result r;
+  for (auto _ : state) {
+    for (std::size_t run = 0; run < runs; ++run)
+      run_idle_pattern<Queue, bench_timer<typename node_of<Queue>::type>>(
+          n, start_time,
+          [](const Queue& q) -> std::uint64_t {
+            if constexpr (std::is_same_v<Queue, timer_wheel>)
+              return q.moved();
+            else
+              return 0;
+          },
+          r);
+    double wall_sum = 0;
+    for (const double v : r.step_wall_ns) wall_sum += v;
+    state.SetIterationTime(wall_sum * 1e-9);
+  }
+  if (r.fired != 0) state.SkipWithError("an idle deadline fired");
+  const auto worst = std::max_element(r.step_cpu_ns.begin(), r.step_cpu_ns.end());
+  double wall_sum = 0;
+  for (const double v : r.step_wall_ns) wall_sum += v;
+  state.counters["max_us"] = median_of(r.run_max_cpu_ns) * 1e-3;
+  state.counters["max_us_lo"] = *std::min_element(r.run_max_cpu_ns.begin(), r.run_max_cpu_ns.end()) * 1e-3;
+  state.counters["max_us_hi"] = *std::max_element(r.run_max_cpu_ns.begin(), r.run_max_cpu_ns.end()) * 1e-3;
+  state.counters["max_filtered_us"] = *worst * 1e-3;
+  state.counters["max_step"] = static_cast<double>(worst - r.step_cpu_ns.begin() + 1);
+  state.counters["mean_advance_ns"] = wall_sum / idle_steps;
+  state.counters["heartbeat_ns"] = r.heartbeat_ns / static_cast<double>(r.beats);
+  state.counters["moved_per_advance"] = static_cast<double>(r.moved) / (runs * idle_steps);
+}
+
 // The memory floor of the random-node workloads: read-modify-write the deadline of a random node
 // of an N-node array laid out as the queues' (expire's idle nodes), with no queue at all.
 void node_touch(benchmark::State& state, std::size_t n) {
@@ -430,6 +473,16 @@ void register_all() {
   add_max("wheel", &advance_max<timer_wheel>);
   add_max("heap", &advance_max<timer_heap>);
   add_max("linked", &advance_max<linked_wheel>);
+  for (const char* kind : {"wheel", "heap", "linked"}) {
+    const std::string name = std::string("idle_max/") + kind + "/1000000";
+    workload fn = kind[0] == 'w' ? &idle_max<timer_wheel>
+                  : kind[0] == 'h' ? &idle_max<timer_heap>
+                                   : &idle_max<linked_wheel>;
+    benchmark::RegisterBenchmark(name.c_str(), [fn](benchmark::State& state) { fn(state, 1'000'000); })
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   add("node_touch", "floor", &node_touch, benchmark::kNanosecond);
 }
 

@@ -5,6 +5,7 @@
 //   libuv     uv_timer_t (uv_timer_start, uv_timer_stop, uv_timer_again)
 //   libevent  evtimer events (event_add with a timeval, event_del)
 //   pq_lazy   std::priority_queue with lazy deletion (a generation per timer)
+//   ratas     jsnell/ratas's TimerWheel (hierarchical, linked slots), when its header was given
 //
 // Names are <operation>/<peer>/<N> (timer_bench: <operation>/<wheel|heap>/<N>); the real-clock
 // peers' expire rows run a fixed number of rounds, so Google Benchmark appends /iterations:K.
@@ -44,6 +45,9 @@
 #endif
 #ifdef COGWHEEL_PEER_LIBEVENT
 #include "libevent_timers.hpp"
+#endif
+#ifdef COGWHEEL_PEER_RATAS
+#include "ratas_timers.hpp"
 #endif
 
 namespace peers {
@@ -334,6 +338,9 @@ int main(int argc, char** argv) {
 #ifdef COGWHEEL_PEER_LIBEVENT
   benchmark::AddCustomContext("libevent_version", event_get_version());
   peers::register_peer<peers::libevent_timers>(max_n);
+#endif
+#ifdef COGWHEEL_PEER_RATAS
+  peers::register_peer<peers::ratas_timers>(10'000'000);  // fake clock, as timer_bench: to 1e7
 #endif
   peers::register_peer<peers::pq_lazy_timers>(10'000'000);
   benchmark::RunSpecifiedBenchmarks();

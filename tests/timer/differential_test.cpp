@@ -8,9 +8,10 @@
 // next_deadline() must agree with it after every step, and the wheel's invariant check must
 // pass after every advance. Bursts of more than 256 cancels and schedules between advances fill
 // the wheel's cancel log and staging area; callbacks cancel, schedule and reschedule other
-// nodes; a lockstep run compares the wheel with the heap directly, advance by advance. Where
-// the wheel counts what it reached (builds without NDEBUG), each run asserts it reached every
-// level its tick can reach and every flush path.
+// nodes; a lockstep run compares the wheel with the heap directly, advance by advance. The
+// wheel counts what it reached (this test links the timer sources built with
+// COGWHEEL_TIMER_COVERAGE, in every build type): each run asserts it reached every level its
+// tick can reach and every flush path.
 //
 // COGWHEEL_TEST_SCALE (a float, default 1) multiplies the operation counts; the ASan stage of
 // tests/ci.sh sets 0.1. COGWHEEL_TEST_SEED=<n> runs only that seed (to reproduce a failure).
@@ -18,6 +19,9 @@
 
 #include <cogwheel/timer/detail/wheel_coverage.hpp>
 #include <cogwheel/timer/queue.hpp>
+
+static_assert(cogwheel::timer::detail::wheel_coverage_enabled,
+              "link the timer sources built with COGWHEEL_TIMER_COVERAGE (tests/timer/CMakeLists.txt)");
 
 #include <gtest/gtest.h>
 
@@ -112,10 +116,6 @@ unsigned top_level(clock::duration tick) {
 // full staging area and a full cancel log.
 void expect_reached(const param& p, const totals& t, bool bursts) {
   if (p.kind != timer_kind::wheel) return;
-  if (!detail::wheel_coverage_enabled) {
-    std::printf("[ differential ] %s: coverage not counted (NDEBUG build)\n", p.name);
-    return;
-  }
   const detail::wheel_coverage& c = t.reached;
   for (unsigned level = 0; level <= top_level(p.tick); ++level) {
     EXPECT_GT(c.filed[level], 0u) << "no node was filed at level " << level;
@@ -132,6 +132,7 @@ void expect_reached(const param& p, const totals& t, bool bursts) {
     EXPECT_GT(c.cancel_flush_full, 0u) << "no burst filled the cancel log (256)";
   } else {
     EXPECT_GT(c.visit_moves, 0u) << "no pushed node was moved early";
+    EXPECT_GT(c.visit_restarts, 0u) << "no visit pass began again over its slot";
     EXPECT_GT(c.fast_advances, 0u) << "no advance() took the O(1) path";
   }
 }
@@ -146,14 +147,15 @@ void report(const param& p, const totals& t) {
   std::printf("[ differential ] %s: %llu operations, %llu timers fired, peak %zu pending\n", p.name,
               static_cast<unsigned long long>(t.operations), static_cast<unsigned long long>(t.fired),
               t.peak_pending);
-  if (p.kind != timer_kind::wheel || !detail::wheel_coverage_enabled) return;
+  if (p.kind != timer_kind::wheel) return;
   const detail::wheel_coverage& c = t.reached;
   std::printf("[ differential ]   processed per level:");
   for (const std::uint64_t n : c.processed) std::printf(" %llu", static_cast<unsigned long long>(n));
-  std::printf("; stage full %llu, cancel log full %llu, visit moves %llu\n",
+  std::printf("; stage full %llu, cancel log full %llu, visit moves %llu, restarts %llu\n",
               static_cast<unsigned long long>(c.stage_flush_full),
               static_cast<unsigned long long>(c.cancel_flush_full),
-              static_cast<unsigned long long>(c.visit_moves));
+              static_cast<unsigned long long>(c.visit_moves),
+              static_cast<unsigned long long>(c.visit_restarts));
 }
 
 class differential : public ::testing::TestWithParam<param> {};

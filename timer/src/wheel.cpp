@@ -55,6 +55,24 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
   return std::nullopt;
 }
 
+// Invariant that makes the cancel log safe: between a cancel and this flush no wheel slot gains
+// an entry (only file() adds, and its callers flush first), and no one reads a filed slot's
+// entries (they may point at nodes already destroyed).
+void timer_wheel::flush_cancels() noexcept {
+  for (std::uint32_t i = 0; i < cancel_count_; ++i) {
+    const cancelled_entry c = cancel_log_[i];
+    slot& sl = slots_[c.slot];
+    if (c.pos < sl.size) sl.make_hole(c.pos);
+  }
+  cancel_count_ = 0;
+}
+
+void timer_wheel::release_slot(std::uint16_t id) noexcept {
+  slots_[id].release(pool_);
+  if (id < wheel_slots)
+    occupied_[id / slots_per_level] &= ~(std::uint64_t{1} << (id % slots_per_level));
+}
+
 void timer_wheel::file_staged() {
   if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();
@@ -87,21 +105,27 @@ void timer_wheel::update_next_work() noexcept {
 // Visits only move nodes whose deadline lies after the slot (to later slots: nothing moves
 // earlier, so exactness does not depend on them). A pass over a slot starts only when at least
 // a quarter of a sample of its nodes (8, evenly spaced) were pushed beyond it, so expiry of
-// timers that were never pushed reads almost no node twice. What still re-files at once when
+// timers that were never pushed reads almost no node twice; a pass that ends starts over under
+// the same rule, so a node pushed after the pass read its entry is still moved early. What still re-files at once when
 // the slot comes due is what was not pushed: deadlines genuinely in the slot. Slots of fewer
 // than 512 nodes are not visited (re-filing them whole is cheap), so a wheel with few timers
-// keeps taking the O(1) path of advance().
-// Whether at least a quarter of 8 evenly spaced live entries have a deadline at or after
-// `end_tick` (the slot's end): reads up to 8 nodes.
+// keeps taking the O(1) path of advance(); once a slot was visited, further passes go on down
+// to 64 live nodes.
+// Whether at least a quarter of 8 live entries, the first at or after each of 8 evenly spaced
+// indexes (up to 64 entries on: after a pass most entries are holes), have a deadline at or
+// after `end_tick` (the slot's end): reads up to 8 nodes and 512 entries.
 bool timer_wheel::mostly_pushed(slot& sl, tick_t end_tick) noexcept {
   constexpr std::uint32_t samples = 8;
+  constexpr std::uint32_t reach = 64;
   std::uint32_t seen = 0;
   std::uint32_t pushed = 0;
   for (std::uint32_t k = 0; k < samples; ++k) {
-    const timer_node* n = sl.at(static_cast<std::uint32_t>(std::uint64_t{k} * sl.size / samples));
-    if (detail::is_hole(n)) continue;
+    auto i = static_cast<std::uint32_t>(std::uint64_t{k} * sl.size / samples);
+    const std::uint32_t stop = sl.size - i > reach ? i + reach : sl.size;
+    while (i < stop && detail::is_hole(sl.at(i))) ++i;
+    if (i == stop) continue;
     ++seen;
-    if (n->tick_ >= end_tick) ++pushed;
+    if (sl.at(i)->tick_ >= end_tick) ++pushed;
   }
   return pushed > 0 && pushed * 4 >= seen;
 }
@@ -111,28 +135,43 @@ void timer_wheel::visit(unsigned level) {
   const unsigned s = static_cast<unsigned>(std::countr_zero(occupied_[level]));
   const auto id = static_cast<std::uint16_t>(level * slots_per_level + s);
   visit_state& v = visits_[level];
-  if (v.slot != id) v = visit_state{elapsed_, 0, id};
+  if (v.slot != id) v = visit_state{elapsed_, 0, 0, id};
   if (elapsed_ < v.next_tick) return;
   slot& sl = slots_[id];
   const tick_t start = detail::level_start(elapsed_, level) + s * detail::slot_span(level);
   const tick_t end_tick = start + detail::slot_span(level);
   const tick_t left = start - elapsed_;  // >= 1: every occupied slot starts after elapsed_
   const std::uint32_t size = sl.size;
-  if (v.cursor == 0 && sl.live < visit_min_live_) {  // re-filed at once when due: cheap enough
+  // A pass that reached the end starts over: nodes whose entry it read before their deadline
+  // was pushed (heartbeats arrive all the time) are still in the slot, and would otherwise all
+  // be re-filed in the one advance() that finds the slot due.
+  if (v.cursor >= size) {
+    detail::cover([](detail::wheel_coverage& c) { ++c.visit_restarts; });
+    v.cursor = 0;
+  }
+  // Small slots are re-filed at once when due (cheap enough); a slot already visited keeps its
+  // passes down to an eighth of that, so the tail a pass leaves is re-filed early too.
+  const std::uint32_t min_live = v.finish == 0 ? visit_min_live_ : visit_min_live_ / 8;
+  if (v.cursor == 0 && sl.live < min_live) {
     v.next_tick = elapsed_ + (left / 2 > 0 ? left / 2 : 1);  // look again if it grew
     return;
   }
-  if (v.cursor >= size || (v.cursor == 0 && !mostly_pushed(sl, end_tick))) {
+  if (v.cursor == 0 && !mostly_pushed(sl, end_tick)) {
     v.next_tick = elapsed_ + (left / 8 > 0 ? left / 8 : 1);
     return;
   }
+  // A pass is paced to end by a tick fixed when it starts, half way to the slot's start: a
+  // pace recomputed from the time left at each step would keep halving and push the bulk of
+  // the pass into the last ticks before the slot comes due.
+  if (v.cursor == 0) v.finish = elapsed_ + (left / 2 > 0 ? left / 2 : 1);
   const std::uint64_t remaining = size - v.cursor;
-  const std::uint64_t per_tick = (remaining * 2 + left - 1) / left;
+  const tick_t span = v.finish > elapsed_ ? v.finish - elapsed_ : 1;
+  const std::uint64_t per_tick = (remaining + span - 1) / span;
   std::uint64_t chunk = per_tick;
   tick_t gap = 1;
   if (per_tick < chunk_min) {
     chunk = remaining < chunk_min ? remaining : chunk_min;
-    gap = chunk * left / (2 * remaining);
+    gap = chunk * span / remaining;
     if (gap == 0) gap = 1;
   }
   v.next_tick = elapsed_ + gap;
@@ -148,6 +187,7 @@ void timer_wheel::visit(unsigned level) {
     sl.make_hole(i);
     --sl.live;
     detail::cover([](detail::wheel_coverage& c) { ++c.visit_moves; });
+    ++moved_;
     file(*n, n->tick_);  // a later slot, never this one
     if (sl.live == 0) {
       detail::cover([](detail::wheel_coverage& c) { ++c.visit_emptied; });
@@ -181,6 +221,7 @@ void timer_wheel::process(const expiration& e, tick_t now) {
       --size_;
       batch_.add(*n);
     } else {
+      ++moved_;
       file(*n, n->tick_);
     }
   }

@@ -17,8 +17,10 @@
 // A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
 // pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
 // visits each level's next occupied slot a chunk at a time before it is due and re-files the
-// nodes already pushed beyond it (wheel.cpp, visit()); no single advance() then re-files more
-// than a chunk, and an advance() with nothing due is O(1).
+// nodes already pushed beyond it, pass after pass while pushed nodes remain (wheel.cpp,
+// visit()); no single advance() then re-files more than a chunk, and an advance() with nothing
+// due is O(1). Visits only ever move a node to a later slot: they change when work is done,
+// never when a timer fires.
 //
 // cancel() of a filed node touches only the node and the slot's header: the write that turns
 // its slot entry into a hole is logged (slot, index) and applied in a batch before anything
@@ -147,6 +149,9 @@ class timer_wheel {
   // Bytes the wheel holds besides its nodes (itself, slot storage, staging, the expiry batch):
   // what a pending timer costs beyond sizeof(timer_node) is memory_bytes() / size().
   std::size_t memory_bytes() const noexcept;
+  // Nodes advance() has re-filed since construction (cascaded to a lower level, or moved early
+  // by a visit because their deadline was pushed back): the work advance() does besides firing.
+  std::uint64_t moved() const noexcept { return moved_; }
 
  private:
   static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;
@@ -158,6 +163,7 @@ class timer_wheel {
   // The early visit of one level's next occupied slot (see visit()).
   struct visit_state {
     tick_t next_tick = 0;    // the next advance at or after this tick continues the visit
+    tick_t finish = 0;       // the tick by which the current pass is to reach the slot's end
     std::uint32_t cursor = 0;
     std::uint16_t slot = 0;  // 0: none yet (level 0 is never visited)
   };
@@ -215,10 +221,7 @@ class timer_wheel {
     assert(n.pos_ < sl.size && sl.at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
     if (sl.live == 1) {
-      sl.release(pool_);
-      if (n.slot_ < wheel_slots)
-        occupied_[n.slot_ / detail::slots_per_level] &=
-            ~(std::uint64_t{1} << (n.slot_ % detail::slots_per_level));
+      release_slot(n.slot_);
       return;
     }
     --sl.live;
@@ -229,17 +232,12 @@ class timer_wheel {
     }
   }
 
-  // Applies the logged cancels. Invariant that makes the log safe: between a cancel and this
-  // flush no wheel slot gains an entry (only file() adds, and its callers flush first), and no
-  // one reads a filed slot's entries (they may point at nodes already destroyed).
-  void flush_cancels() noexcept {
-    for (std::uint32_t i = 0; i < cancel_count_; ++i) {
-      const cancelled_entry c = cancel_log_[i];
-      slot& sl = slots_[c.slot];
-      if (c.pos < sl.size) sl.make_hole(c.pos);
-    }
-    cancel_count_ = 0;
-  }
+  // Applies the logged cancels (wheel.cpp). Out of line, as release_slot(): cancel() stays
+  // small enough to be inlined into its callers, and both run rarely (a flush per 256 cancels,
+  // a release when a slot empties).
+  void flush_cancels() noexcept;
+  // Empties slot `id` (its last live node left) and clears its occupancy bit.
+  void release_slot(std::uint16_t id) noexcept;
 
   // Takes a staged node out: the last staged node (hot: it was just staged) fills its place.
   void unstage(timer_node& n) noexcept {
@@ -274,11 +272,12 @@ class timer_wheel {
   // overdue. A bound: cancels and lazy pushes do not raise it.
   tick_t next_work_ = 0;
   std::array<visit_state, detail::level_count> visits_{};
-  tick_t next_visit_ = 0;
-  std::uint32_t visit_min_live_ = 512;  // no visit step is due before this tick (the least next_tick)
+  tick_t next_visit_ = 0;  // no visit step is due before this tick (the least next_tick)
+  std::uint32_t visit_min_live_ = 512;  // slots with fewer live nodes are not visited early
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;
+  std::uint64_t moved_ = 0;
 };
 
 }  // namespace cogwheel::timer

@@ -1,6 +1,10 @@
-// What the wheel's code paths were reached, counted only in builds without NDEBUG (tests, the
-// fuzzer): the differential tests assert that each run reached every level and every flush
-// path. In a release build cover() compiles to nothing and the counters stay zero.
+// What the wheel's code paths were reached, counted only where COGWHEEL_TIMER_COVERAGE is defined
+// for the library and the program alike: the tests and the fuzzer compile the timer sources
+// once more with it (tests/timer/CMakeLists.txt, tests/fuzz/), and the differential tests assert
+// that each run reached every level and every flush path. Everywhere else, in every build type,
+// cover() compiles to nothing and the counters stay zero. The switch is a test-only flag and not
+// NDEBUG, so a Release library used from a Debug program sees one definition of every inline
+// wheel method (no ODR violation).
 //
 // One set of counters per thread (a test reads what its own runs reached).
 #pragma once
@@ -23,14 +27,15 @@ struct wheel_coverage {
   std::uint64_t lazy_pushes = 0;              // later deadlines recorded without moving the node
   std::uint64_t visit_moves = 0;              // pushed nodes re-filed by a visit before due
   std::uint64_t visit_emptied = 0;            // visits that emptied the visited slot
+  std::uint64_t visit_restarts = 0;           // visit passes that reached a slot's end and began again
   std::uint64_t fast_advances = 0;            // advance() calls answered in O(1)
   std::uint64_t due_cancels = 0;              // cancels of nodes already in the expiry batch
 };
 
-#ifdef NDEBUG
-inline constexpr bool wheel_coverage_enabled = false;
-#else
+#ifdef COGWHEEL_TIMER_COVERAGE
 inline constexpr bool wheel_coverage_enabled = true;
+#else
+inline constexpr bool wheel_coverage_enabled = false;
 #endif
 
 inline wheel_coverage& coverage() noexcept {
