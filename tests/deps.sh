@@ -9,6 +9,10 @@ cogwheel_deps+=(libasio-dev libuv1-dev libevent-dev)
 # What sits on top (the HTTP example, the Redis client) and the real servers and clients their
 # tests and benchmarks start: optional for a build, installed here so CI runs those tests.
 cogwheel_deps+=(libhttp-parser-dev libhiredis-dev nginx-light wrk slowhttptest redis-server curl)
+# promtool checks the metrics exposition (tests/runtime/metrics_prometheus_test.cpp).
+cogwheel_deps+=(prometheus)
+# The plots of bench/plot.py and bench/plot_lateness.py.
+cogwheel_deps+=(python3-matplotlib)
 cogwheel_missing=()
 for p in "${cogwheel_deps[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cogwheel_missing+=("$p")

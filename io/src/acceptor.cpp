@@ -33,7 +33,7 @@ void acceptor::bind_loop() {
 void acceptor::release_loop() noexcept {
   if (loop_ == nullptr) return;
   const bool was_closing = std::exchange(closing_, true);
-  loop_->timers().cancel(*this);
+  loop_->time().cancel(*this);
   if (armed_ != 0) loop_->cancel_all_and_wait(*this, armed_);
   while (!waiting_.empty()) {
     accept_operation* op = waiting_.front();
@@ -116,7 +116,8 @@ void acceptor::on_accept(io_completion& c, int res, unsigned /*flags*/) noexcept
     // the same way: the last of them reports and starts the back-off.
     if (self.armed_ != 0) return;
     self.backoff_ = std::clamp<clock::duration>(self.backoff_ * 2, min_backoff, max_backoff);
-    self.loop_->timers().reschedule(self, self.loop_->now() + self.backoff_);
+    self.loop_->note_accept_pause();
+    self.loop_->time().reschedule(self, self.loop_->now() + self.backoff_);
     self.deliver(accept_outcome::of_cqe(res));
     return;
   }
