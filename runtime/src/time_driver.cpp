@@ -16,13 +16,13 @@ time_driver::time_driver(const runtime_options& options, live_metrics& metrics)
   if (lateness_) timers_.set_fire_observer(&time_driver::on_fire, this);
 }
 
-void time_driver::on_fire(void* self, timer::tick_t deadline_tick) noexcept {
+void time_driver::on_fire(void* self, timer::tick_t deadline_tick, std::size_t count) noexcept {
   // Deadline tick 0 is the epoch: how the runtime files a timer that is due now (a deadline
   // already reached, a cancelled sleep), which is not late whenever it fires.
   if (deadline_tick == 0) return;
   auto& d = *static_cast<time_driver*>(self);
   const std::uint64_t due_ns = deadline_tick * d.tick_ns_;
-  d.metrics_.timer_lateness.record(d.now_ns_ > due_ns ? d.now_ns_ - due_ns : 0);
+  d.metrics_.timer_lateness.record(d.now_ns_ > due_ns ? d.now_ns_ - due_ns : 0, count);
 }
 
 namespace {

@@ -92,8 +92,8 @@ class time_driver {
   void clear_expired() noexcept { expired_.clear(); }
 
  private:
-  // The queue's fire observer: one timer of this tick fired.
-  static void on_fire(void* self, timer::tick_t deadline_tick) noexcept;
+  // The queue's fire observer: `count` timers with this deadline tick fired.
+  static void on_fire(void* self, timer::tick_t deadline_tick, std::size_t count) noexcept;
 
   live_metrics& metrics_;
   bool paused_;

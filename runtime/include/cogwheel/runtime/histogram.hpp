@@ -54,11 +54,11 @@ class histogram {
     return i + 1 == bucket_count ? ~std::uint64_t{0} : bucket_lower(i + 1) - 1;
   }
 
-  /// Counts v. Writer thread only.
-  void record(std::uint64_t v) noexcept {
-    bump(buckets_[bucket_of(v)], 1);
-    bump(count_, 1);
-    bump(sum_, v);
+  /// Counts v, n times. Writer thread only.
+  void record(std::uint64_t v, std::uint64_t n = 1) noexcept {
+    bump(buckets_[bucket_of(v)], n);
+    bump(count_, n);
+    bump(sum_, v * n);
     if (v > max_.load(std::memory_order_relaxed)) max_.store(v, std::memory_order_relaxed);
   }
 
