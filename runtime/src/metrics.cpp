@@ -72,6 +72,9 @@ void loop_registry::add(event_loop& loop) {
 void loop_registry::remove(event_loop& loop) noexcept {
   const std::lock_guard lock(registry_mutex());
   std::erase(loops(), &loop);
+  // The last loop gone, nothing of the registry stays allocated (a program that counts its
+  // live allocations around a run() sees none left behind).
+  if (loops().empty()) std::vector<event_loop*>().swap(loops());
 }
 
 void live_metrics::snapshot(core_metrics& out) const noexcept {
@@ -186,6 +189,7 @@ void metric_registration::reset() noexcept {
   if (id_ == 0) return;
   const std::lock_guard lock(detail::registry_mutex());
   std::erase_if(detail::metrics(), [id = id_](const detail::registered& r) { return r.id == id; });
+  if (detail::metrics().empty()) std::vector<detail::registered>().swap(detail::metrics());
   id_ = 0;
 }
 
