@@ -9,6 +9,9 @@
 //   timeout   with_timeout(read, 30 s) on every read (a wheel timer scheduled and cancelled)
 //   deadline  with_deadline(read, idle) with idle.reset(30 s) per message (the idle-kick way)
 // Counters: rt_per_s, server_cpu_us_per_rt, client_cpu_us_per_rt.
+// echo_metrics_off/plain/64/1000 is echo/plain/64/1000 with runtime_options::metrics off: the
+// cost of the metrics (run both interleaved: --benchmark_filter='echo(_metrics_off)?/plain/64'
+// --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 #include <pthread.h>
@@ -71,7 +74,7 @@ task<void> talker(socket_address to, std::size_t size, const std::atomic<bool>& 
   done.fetch_add(1);
 }
 
-void bm_echo(benchmark::State& state, mode how) {
+void bm_echo(benchmark::State& state, mode how, bool metrics) {
   const auto size = static_cast<std::size_t>(state.range(0));
   const auto connections = static_cast<int>(state.range(1));
   const auto measure = 2s;
@@ -90,7 +93,7 @@ void bm_echo(benchmark::State& state, mode how) {
     std::atomic<bool> all_accepted{false};
     std::atomic<int> accept_error{0};
     std::atomic<clockid_t> server_clock{};
-    runtime rt(runtime_options{.cores = 2, .sq_entries = 4096});
+    runtime rt(runtime_options{.cores = 2, .sq_entries = 4096, .metrics = metrics});
     rt.run([&](unsigned core) -> task<void> {
       if (core == 0) {  // server: its thread's CPU clock is read by the client core
         clockid_t cid{};
@@ -147,13 +150,18 @@ void bm_echo(benchmark::State& state, mode how) {
 void register_all() {
   for (auto [name, how] : {std::pair{"echo/plain", mode::plain}, std::pair{"echo/timeout", mode::timeout},
                            std::pair{"echo/deadline", mode::deadline}}) {
-    benchmark::RegisterBenchmark(name, bm_echo, how)
+    benchmark::RegisterBenchmark(name, bm_echo, how, true)
         ->Args({64, 1000})
         ->Args({1024, 1000})
         ->Iterations(1)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   }
+  benchmark::RegisterBenchmark("echo_metrics_off/plain", bm_echo, mode::plain, false)
+      ->Args({64, 1000})
+      ->Iterations(1)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 //
 // Names: idle/<kind>/<N>. Counters:
 //   timer_pct   timer work as a share of the loop thread's CPU time. Timer work = time inside
-//               the queue's advance() (expiry and cascading, loop_stats::timer_ns) + time in
+//               the queue's advance() (expiry and cascading, core_metrics::timer_work_ns) + time in
 //               deadline::reset() (timed around each call, less the cost of the clock reads).
 //   advance_pct, reset_pct   the two parts of timer_pct. reset_pct is the less certain one: a
 //               reset takes a few ns, the two clock reads around it tens of ns, and their mean
@@ -175,10 +175,10 @@ void bm_idle(benchmark::State& state, timer_kind kind) {
       co_await sleep_for(0ns);
       spawn(network_driver(net));
       const double cpu0 = thread_cpu_seconds();
-      const std::uint64_t timer0 = loop_stats().timer_ns;
+      const std::uint64_t timer0 = this_core_metrics().timer_work_ns;
       co_await sleep_until(net.start + 15s);
       cpu = thread_cpu_seconds() - cpu0;
-      timer_ns = loop_stats().timer_ns - timer0;
+      timer_ns = this_core_metrics().timer_work_ns - timer0;
     }(), runtime_options{.timers = kind, .ready_budget = static_cast<unsigned>(n + 16), .paused_clock = true,
                          .measure_timer_work = true});
     const double reset_ns = static_cast<double>(t.reset_ns) - static_cast<double>(clock_ns * t.heartbeats);

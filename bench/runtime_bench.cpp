@@ -10,6 +10,7 @@
 //                               then sleeps again (a day), so frames are freed outside the window;
 //                               cpu_ns_per_sleeper: the loop thread's CPU time (immune to a
 //                               shared machine's other load)
+//   sleepers_expire_metrics_off/wheel/N   the same with runtime_options::metrics off
 //   sleep_lateness/<kind>/N     real clock: with N far timers pending and the loop kept busy by
 //                               a task doing 20 us of work per yield, how late 1..5 ms sleeps
 //                               complete: counters p50_us, p99_us, max_us
@@ -88,7 +89,7 @@ task<void> sleeper(clock::time_point at, std::atomic<long>& woke) {
   co_await sleep_for(24h);
 }
 
-void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
+void bm_sleepers_expire(benchmark::State& state, timer_kind kind, bool metrics) {
   const auto n = static_cast<long>(state.range(0));
   std::mt19937_64 rng(7);
   double total_seconds = 0;
@@ -107,7 +108,8 @@ void bm_sleepers_expire(benchmark::State& state, timer_kind kind) {
       while (woke.load(std::memory_order_relaxed) < n) co_await sleep_for(1ms);
       seconds = std::chrono::duration<double>(clock::now() - w0).count();
       cpu_seconds += thread_cpu_seconds() - c0;
-    }(), runtime_options{.timers = kind, .ready_budget = static_cast<unsigned>(n + 16), .paused_clock = true});
+    }(), runtime_options{.timers = kind, .ready_budget = static_cast<unsigned>(n + 16), .paused_clock = true,
+                         .metrics = metrics});
     state.ResumeTiming();
     state.SetIterationTime(seconds);
     total_seconds += seconds;
@@ -244,9 +246,9 @@ void bm_submit_to_one_way(benchmark::State& state) {
   runtime rt(runtime_options{.cores = 2});
   rt.run([&](unsigned core) -> task<void> {
     if (core != 0) {
-      const std::uint64_t w0 = loop_stats().remote_wakeups;
+      const std::uint64_t w0 = this_core_metrics().remote_wakeups;
       while (!done.load(std::memory_order_acquire)) co_await sleep_for(1ms);
-      wakeups = loop_stats().remote_wakeups - w0;
+      wakeups = this_core_metrics().remote_wakeups - w0;
       co_return;
     }
     detail::event_loop& target = *detail::peer_loop(1);
@@ -302,8 +304,11 @@ void register_all() {
   for (timer_kind k : kinds)
     benchmark::RegisterBenchmark((std::string("sleep_round_trip/") + name_of(k)).c_str(), bm_sleep_round_trip, k);
   for (timer_kind k : kinds)
-    benchmark::RegisterBenchmark((std::string("sleepers_expire/") + name_of(k)).c_str(), bm_sleepers_expire, k)
+    benchmark::RegisterBenchmark((std::string("sleepers_expire/") + name_of(k)).c_str(), bm_sleepers_expire, k, true)
         ->Arg(1000)->Arg(100000)->Arg(1000000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+  // The same with runtime_options::metrics off: what the metrics cost a sleeper.
+  benchmark::RegisterBenchmark("sleepers_expire_metrics_off/wheel", bm_sleepers_expire, timer_kind::wheel, false)
+      ->Arg(100000)->Arg(1000000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
   for (timer_kind k : kinds)
     benchmark::RegisterBenchmark((std::string("sleep_lateness/") + name_of(k)).c_str(), bm_sleep_lateness, k)
         ->Arg(1000000)->Iterations(1)->Unit(benchmark::kMillisecond);

@@ -12,7 +12,8 @@
 //   --pooled: read with tcp_stream::read_pooled() from each core's shared pool of 4 KiB buffers
 //             (io_uring provided buffers, Linux 5.19+): a connection waiting for data holds no
 //             buffer; without it each connection keeps a 4 KiB buffer in its frame
-// Stop with Ctrl-C (SIGINT) or SIGTERM; it prints what it served. Try it with
+// Stop with Ctrl-C (SIGINT) or SIGTERM; it prints what it served and how late its timers
+// fired (p50/p99/max, from the runtime's metrics). Try it with
 //   load_client --to=127.0.0.1:7000 --connections=100 --duration-ms=3000
 // Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll);
 // one descriptor per connection.
@@ -23,6 +24,7 @@
 
 #include <cogwheel/cogwheel.hpp>
 
+#include "metrics_summary.hpp"
 #include "support.hpp"
 
 using namespace cogwheel;
@@ -52,7 +54,7 @@ task<void> pause(clock::duration d) { co_await sleep_for(d); }
 
 task<void> report_timer_work(unsigned core) {
   for (;;) {
-    timer_ns[core % 64].store(loop_stats().timer_ns, std::memory_order_relaxed);
+    timer_ns[core % 64].store(this_core_metrics().timer_work_ns, std::memory_order_relaxed);
     co_await sleep_for(20ms);
   }
 }
@@ -143,8 +145,10 @@ int main(int argc, char** argv) {
   std::printf("echo_server: port %u, %u cores, mode %s%s, descriptor limit %ld; Ctrl-C stops\n", cfg.port,
               rt.cores(), how.c_str(), cfg.pooled ? ", pooled reads" : "", fds);
   std::fflush(stdout);
+  examples::metrics_keeper metrics;
   rt.run([&](unsigned core) -> task<void> {
     if (measure) spawn(report_timer_work(core));
+    spawn(metrics.keep(core));
     if (cfg.pooled) {
       auto pool = buffer_pool::of_this_core({.buffers = cfg.pool_buffers, .buffer_size = 4096});
       if (!pool) {
@@ -175,6 +179,7 @@ int main(int argc, char** argv) {
   std::printf("served %ld connections, %ld messages; %ld kicked for idleness; CPU %.3f s (%.2f us per message)\n",
               connections.load(), messages.load(), kicked.load(), examples::process_cpu_seconds(),
               messages.load() > 0 ? examples::process_cpu_seconds() * 1e6 / static_cast<double>(messages.load()) : 0.0);
+  metrics.print_summary(stdout);
   if (measure) {
     std::uint64_t total = 0;
     for (auto& t : timer_ns) total += t.load();

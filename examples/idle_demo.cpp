@@ -6,10 +6,15 @@
 // of the clients keep sending heartbeats; the rest go silent after a few and must be kicked.
 // Reports how many were kicked, how many wrongly (a client still sending heartbeats: must be
 // 0), how late each kick was against its deadline (p50/p99/max), and the CPU time spent; then
-// runs the identical scenario on the heap timer and prints both side by side.
+// runs the identical scenario on the heap timer and prints both side by side, with the server
+// core's metrics: every timer's lateness (p50/p99/max) and the time spent on timer work (inside
+// the queue's advance(), and the whole timer phase: advance plus resuming the expired waiters).
 //
 // Usage: idle_demo [--connections=4000] [--silent-share=0.5] [--idle-timeout-ms=2000]
 //                  [--heartbeat-ms=500] [--timers=both|wheel|heap] [--tick-us=1000] [--pooled]
+//                  [--lateness-csv=FILE]
+//   --lateness-csv: writes the server core's timer lateness histogram per timer kind (bucket
+//             bounds in ns, counts) for bench/plot_lateness.py
 //   --pooled: the server reads with tcp_stream::read_pooled() (io_uring provided buffers, Linux
 //             5.19+): a connection waiting for its next heartbeat holds no buffer at all; a
 //             buffer of the core's shared pool carries each message and goes back at once
@@ -58,6 +63,7 @@ struct outcome {
   double wall_s = 0;
   std::uint64_t server_timers_fired = 0;
   std::uint64_t server_iterations = 0;
+  core_metrics server_metrics;  // the server core's, at the end
 };
 
 // The hello message: which client this is and whether it keeps sending heartbeats.
@@ -156,7 +162,8 @@ void run_scenario(const config& cfg, outcome& out) {
   }
   const socket_address to = listener->local_address();
   const auto run_for = cfg.idle_timeout + 4 * cfg.heartbeat + 1500ms;
-  runtime rt(runtime_options{.cores = 2, .tick = cfg.tick, .timers = cfg.timers, .sq_entries = 4096});
+  runtime rt(runtime_options{.cores = 2, .tick = cfg.tick, .timers = cfg.timers, .sq_entries = 4096,
+                             .measure_timer_work = true});
   const double cpu0 = examples::process_cpu_seconds();
   const auto t0 = clock::now();
 
@@ -171,8 +178,9 @@ void run_scenario(const config& cfg, outcome& out) {
       spawn(accept_loop(*listener, cfg, out));
       co_await sleep_for(run_for);
       out.server_cpu_s = examples::thread_cpu_seconds() - thread_cpu0;
-      out.server_timers_fired = loop_stats().timers_fired;
-      out.server_iterations = loop_stats().iterations;
+      out.server_metrics = this_core_metrics();
+      out.server_timers_fired = out.server_metrics.timers_fired;
+      out.server_iterations = out.server_metrics.iterations;
       rt.stop();
       co_return;
     }
@@ -261,6 +269,33 @@ int main(int argc, char** argv) {
   row("wall time (s)", [&](outcome& r) { return num(r.wall_s, "%.2f"); });
   row("server loop iterations", [&](outcome& r) { return std::to_string(r.server_iterations); });
   row("server timers fired", [&](outcome& r) { return std::to_string(r.server_timers_fired); });
+  const auto ms = [&](std::uint64_t ns) { return num(static_cast<double>(ns) * 1e-6, "%.3f"); };
+  row("timer lateness p50 (ms)", [&](outcome& r) { return ms(r.server_metrics.timer_lateness.quantile(0.5)); });
+  row("timer lateness p99 (ms)", [&](outcome& r) { return ms(r.server_metrics.timer_lateness.quantile(0.99)); });
+  row("timer lateness max (ms)", [&](outcome& r) { return ms(r.server_metrics.timer_lateness.max()); });
+  row("timer work: advance (s)", [&](outcome& r) { return num(static_cast<double>(r.server_metrics.timer_work_ns) * 1e-9, "%.4f"); });
+  row("timer phase (s)", [&](outcome& r) {
+    return num(static_cast<double>(r.server_metrics.phase_ns[static_cast<unsigned>(loop_phase::timers)].sum()) * 1e-9, "%.4f");
+  });
+  const std::string csv = examples::flag(argc, argv, "lateness-csv", "");
+  if (!csv.empty()) {
+    if (std::FILE* f = std::fopen(csv.c_str(), "w")) {
+      std::fprintf(f, "lower_ns,upper_ns");
+      for (auto& [name, r] : results) std::fprintf(f, ",%s", name);
+      std::fprintf(f, "\n");
+      for (std::size_t i = 0; i < histogram::bucket_count; ++i) {
+        bool any = false;
+        for (auto& [name, r] : results) any = any || r->server_metrics.timer_lateness.bucket(i) != 0;
+        if (!any) continue;
+        std::fprintf(f, "%" PRIu64 ",%" PRIu64, histogram::bucket_lower(i), histogram::bucket_upper(i));
+        for (auto& [name, r] : results) std::fprintf(f, ",%" PRIu64, r->server_metrics.timer_lateness.bucket(i));
+        std::fprintf(f, "\n");
+      }
+      std::fclose(f);
+    } else {
+      std::perror(csv.c_str());
+    }
+  }
 
   bool ok = true;
   for (auto& [name, r] : results) {

@@ -16,6 +16,10 @@ cogwheel_deps+=(libhttp-parser-dev nginx-light wrk slowhttptest redis-server cur
 cogwheel_deps+=(libc-ares-dev dnsmasq-base)
 # cogwheel::tls (optional: built when OpenSSL 3 is found) and the openssl tool its tests run.
 cogwheel_deps+=(libssl-dev openssl ca-certificates)
+# promtool checks the metrics exposition (tests/runtime/metrics_prometheus_test.cpp).
+cogwheel_deps+=(prometheus)
+# The plots of bench/plot.py and bench/plot_lateness.py.
+cogwheel_deps+=(python3-matplotlib)
 cogwheel_missing=()
 for p in "${cogwheel_deps[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cogwheel_missing+=("$p")

@@ -2,7 +2,8 @@
 // client_body_timeout, keepalive_timeout, send_timeout), each enforced by cogwheel's timers.
 // One SO_REUSEPORT listener per core; keep-alive and pipelining; parsing by Node's http_parser
 // (Debian: libhttp-parser-dev). GET / answers --body-bytes of text, POST /echo the request body
-// (Content-Length or chunked), anything else 404; 400, 413, 431 and 501 for what it refuses.
+// (Content-Length or chunked), GET /metrics every core's runtime metrics in Prometheus's text
+// format, anything else 404; 400, 413, 431 and 501 for what it refuses.
 // What a connection does and when: http_server.hpp.
 //
 // Usage: http_server [--port=8080] [--cores=0 (all)] [--body-bytes=13]
@@ -21,7 +22,8 @@
 //            requests by status, kick lateness p50/p99/max and the process's CPU time.
 //   --tls-cert/--tls-key: HTTPS only (when built with cogwheel::tls), the handshake under the
 //            header timeout (http_server_tls.hpp).
-// Try: curl -v http://127.0.0.1:8080/ ; wrk -t1 -c50 -d5s http://127.0.0.1:8080/
+// Try: curl -v http://127.0.0.1:8080/ ; wrk -t1 -c50 -d5s http://127.0.0.1:8080/ ;
+//      curl http://127.0.0.1:8080/metrics
 // Needs: Linux with io_uring (5.19+), or epoll where it is blocked (COGWHEEL_BACKEND=epoll);
 // libhttp-parser-dev; one descriptor per connection.
 #include <malloc.h>

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <cogwheel/runtime/prometheus.hpp>
+
 namespace http_example {
 
 namespace {
@@ -40,7 +42,8 @@ exchange::then exchange::process() {
         route_ = root && m == HTTP_GET                    ? route::fixed
                  : root && m == HTTP_HEAD                 ? route::fixed_head
                  : parser_.path() == "/echo" && m == HTTP_POST ? route::echo
-                                                               : route::not_found;
+                 : parser_.path() == "/metrics" && m == HTTP_GET ? route::metrics
+                                                                 : route::not_found;
         parser_.keep_body(route_ == route::echo);
         if (parser_.expects_continue() && parser_.has_body()) {
           unshare();
@@ -90,6 +93,9 @@ void exchange::respond() {
     }
     case route::echo:
       append(200, parser_.body(), how);
+      return;
+    case route::metrics:  // every core of the runtime, in Prometheus's text format
+      append(200, cogwheel::to_prometheus(cogwheel::snapshot_metrics()), how);
       return;
     case route::not_found:
       ++stats_.status_404;

@@ -52,7 +52,7 @@ class exchange {
   bool answered_any() const noexcept { return answered_ > 0; }
 
  private:
-  enum class route : unsigned char { fixed, fixed_head, echo, not_found };
+  enum class route : unsigned char { fixed, fixed_head, echo, metrics, not_found };
 
   void respond();
   void append(int status, std::string_view body, connection_header how);

@@ -116,6 +116,7 @@ void acceptor::on_accept(io_completion& c, int res, unsigned /*flags*/) noexcept
     // the same way: the last of them reports and starts the back-off.
     if (self.armed_ != 0) return;
     self.backoff_ = std::clamp<clock::duration>(self.backoff_ * 2, min_backoff, max_backoff);
+    note_accept_pause(*self.loop_);
     reschedule_timer(*self.loop_, self, loop_now(*self.loop_) + self.backoff_);
     self.deliver(accept_outcome::of_cqe(res));
     return;

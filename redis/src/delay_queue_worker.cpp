@@ -123,7 +123,7 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options options
 }
 
 task<void> delay_queue::work() {
-  const std::uint64_t jumps = loop_stats().clock_jumps;
+  const std::uint64_t jumps = this_core_metrics().clock_jumps;
   auto error_backoff = std::chrono::milliseconds(10);
   const std::int64_t lookahead = o_.lookahead.count();
   while (!stopping_) {
@@ -190,7 +190,7 @@ task<void> delay_queue::work() {
       detail::parked p(idle_, idle);
       co_await idle;
     }
-    if (loop_stats().clock_jumps != jumps) {  // a paused clock: every sleep would jump
+    if (this_core_metrics().clock_jumps != jumps) {  // a paused clock: every sleep would jump
       fatal_ = std::make_error_code(errc::not_supported);
       stopping_ = true;
       detail::wake(run_idle_);

@@ -23,7 +23,7 @@ namespace cogwheel::detail {
 class epoll_driver final : public io_driver {
  public:
   // Returns nullptr and sets `error` (an errno) when epoll cannot be set up.
-  static std::unique_ptr<epoll_driver> try_create(std::vector<completion>& set_aside, int& error);
+  static std::unique_ptr<epoll_driver> try_create(live_metrics& stats, std::vector<completion>& set_aside, int& error);
   ~epoll_driver() override;
 
   backend_kind kind() const noexcept override { return backend_kind::epoll; }
@@ -56,7 +56,7 @@ class epoll_driver final : public io_driver {
     std::vector<std::uint16_t> free;
   };
 
-  explicit epoll_driver(std::vector<completion>& set_aside) : set_aside_(set_aside) {}
+  epoll_driver(live_metrics& stats, std::vector<completion>& set_aside) : stats_(stats), set_aside_(set_aside) {}
   descriptor& entry(int fd);
   // The syscall of req once; -EAGAIN when the descriptor is not ready for it.
   int perform(io_request& req, unsigned& flags);
@@ -72,6 +72,7 @@ class epoll_driver final : public io_driver {
 
   int epfd_ = -1;
   bool have_pwait2_ = true;
+  live_metrics& stats_;  // syscalls
   std::vector<completion>& set_aside_;
   std::vector<completion>* sink_ = &set_aside_;  // where complete() queues: wait()'s `out` during it
   std::vector<descriptor> descriptors_;          // by descriptor number

@@ -31,11 +31,13 @@
 #include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/detail/loop_services.hpp>
 #include <cogwheel/runtime/detail/ready_queue.hpp>
+#include <cogwheel/runtime/metrics.hpp>
 #include <cogwheel/runtime/options.hpp>
-#include <cogwheel/runtime/stats.hpp>
 #include <cogwheel/timer/queue.hpp>
 
 #include "io_driver.hpp"
+#include "live_metrics.hpp"
+#include "stall_detector.hpp"
 #include "time_driver.hpp"
 
 namespace cogwheel::detail {
@@ -78,7 +80,13 @@ class event_loop {
   clock::time_point now() const noexcept { return time_.now(); }
   timer::timer_queue& timers() noexcept { return time_.timers(); }
   time_driver& time() noexcept { return time_; }
-  const loop_stats& stats() const noexcept { return stats_; }
+  // This core's metric cells (written here, read by any thread).
+  const live_metrics& metrics() const noexcept { return metrics_; }
+  // This core's metrics; its gauges derived now (the loop's thread only).
+  void snapshot(core_metrics& out) noexcept;
+  // Publishes the gauges derived from the loop's own structures into metrics() (pending
+  // timers per level, ready tasks), for snapshots taken by other threads.
+  void publish_gauges() noexcept;
   bool paused_clock() const noexcept { return time_.paused(); }
   // The backend, for what is not an operation (io's provided buffer groups).
   io_driver& driver() noexcept { return *driver_; }
@@ -88,13 +96,8 @@ class event_loop {
 
   // Starts req on behalf of op (see loop_access.hpp): never fails, never completes inline.
   void submit(io_completion& op, io_request& req) {
-    ++stats_.submissions;
+    ++metrics_.submissions;
     driver_->submit(op, req);
-  }
-  // Files n into the timer queue (counted).
-  void schedule_timer(timer::timer_node& n, clock::time_point at) {
-    ++stats_.timers_scheduled;
-    timers().schedule(n, at);
   }
   // Asks the backend to cancel op's operation and blocks until op's final completion has been
   // dispatched to op (other completions are set aside for the next reap). For destructors of
@@ -141,7 +144,9 @@ class event_loop {
   void link_spawned(spawned_link& l) noexcept;
   void unlink_spawned(spawned_link& l) noexcept;
   bool has_spawned() const noexcept { return spawned_.next != &spawned_; }
-  void note_spawn_failure() noexcept { ++stats_.spawn_failures; }
+  void note_spawn_failure() noexcept { ++metrics_.spawn_failures; }
+  // A listener paused accepting (out of descriptors or memory) and backs off.
+  void note_accept_pause() noexcept { ++metrics_.accept_pauses; }
   // Destroys every spawned coroutine that is still suspended (their awaiters cancel their
   // timers and operations), then drops the ready queue.
   void destroy_spawned() noexcept;
@@ -153,10 +158,13 @@ class event_loop {
     bool in_flight = false;
   };
 
+  // run_once with its phases timed (runtime_options::metrics).
+  void run_once_timed();
   void run_ready();
   // True when this iteration may leave the kernel alone (work is ready or completions are set
   // aside, the kernel holds nothing for us, and the last poll is recent enough).
   bool skip_kernel() noexcept;
+  // Timed: sets wait_cycles_ (and wait_blocking_ when the wait could block).
   void wait_and_reap();
   // Dispatches the set-aside completions (and those the driver adds meanwhile go to the next).
   // Returns whether there were any.
@@ -171,18 +179,27 @@ class event_loop {
   void drain_inbox();
 
   static thread_local event_loop* current_;
+  friend struct loop_registry;  // metrics.cpp: snapshots of every loop, from any thread
 
   unsigned core_;
   const std::atomic<event_loop*>* peers_ = nullptr;
   unsigned peer_count_ = 0;
   unsigned ready_budget_;
   resolver_options resolver_;
+  live_metrics metrics_;  // before what counts into it (time_, driver_)
   time_driver time_;  // the clock, the timer queue, the expired batch, the wait bound
   ready_queue ready_;
   std::vector<completion> deferred_;  // completions set aside, dispatched first at the next reap
   std::vector<completion> reaped_;
-  loop_stats stats_;
-  std::unique_ptr<io_driver> driver_;  // after what it refers to (stats_, deferred_)
+  std::unique_ptr<io_driver> driver_;  // after what it refers to (metrics_, deferred_)
+  // Phase timing (runtime_options::metrics): cycle counts, converted with q32_.
+  bool timed_;
+  std::uint64_t q32_ = 0;
+  std::uint64_t wait_cycles_ = 0;   // this iteration's kernel wait
+  std::uint64_t wait_blocking_ = 0; // ... when it could block (excluded from its duration)
+  stall_detector stalls_;
+  clock::time_point next_publish_{};  // the loop publishes its gauges at least this often:
+  static constexpr clock::duration publish_interval = std::chrono::milliseconds(10);
   bool stop_requested_ = false;
   bool shut_down_ = false;
   bool nudged_ = false;

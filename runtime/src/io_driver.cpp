@@ -62,7 +62,7 @@ std::atomic<bool> fell_back{false};
 
 }  // namespace
 
-std::unique_ptr<io_driver> make_io_driver(const runtime_options& options, loop_stats& stats,
+std::unique_ptr<io_driver> make_io_driver(const runtime_options& options, live_metrics& stats,
                                           std::vector<completion>& set_aside) {
   const backend_kind wanted = requested(options.backend);
   int uring_error = 0;
@@ -75,7 +75,7 @@ std::unique_ptr<io_driver> make_io_driver(const runtime_options& options, loop_s
                                   "; or run on epoll (COGWHEEL_BACKEND=epoll)");
   }
   int epoll_error = 0;
-  if (auto d = epoll_driver::try_create(set_aside, epoll_error)) {
+  if (auto d = epoll_driver::try_create(stats, set_aside, epoll_error)) {
     if (uring_error != 0 && !fell_back.exchange(true))
       std::fprintf(stderr, "cogwheel: io_uring_setup failed (%s), running on epoll: %s.\n",
                    std::strerror(uring_error), why_no_io_uring(uring_error, options.sq_entries).c_str());

@@ -23,7 +23,7 @@
 
 #include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/options.hpp>
-#include <cogwheel/runtime/stats.hpp>
+#include "live_metrics.hpp"
 
 namespace cogwheel::detail {
 
@@ -67,7 +67,7 @@ class io_driver {
 // loop's list of completions taken from the backend outside wait() (the loop dispatches it
 // first); `stats` receives the backend's counters. Throws std::system_error naming the cause
 // and the remedy when no backend can run, std::invalid_argument for a bad COGWHEEL_BACKEND.
-std::unique_ptr<io_driver> make_io_driver(const runtime_options& options, loop_stats& stats,
+std::unique_ptr<io_driver> make_io_driver(const runtime_options& options, live_metrics& stats,
                                           std::vector<completion>& set_aside);
 
 }  // namespace cogwheel::detail

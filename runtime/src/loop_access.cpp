@@ -34,11 +34,11 @@ clock::time_point current_time() noexcept {
   return loop != nullptr ? loop->time().current_time() : clock::now();
 }
 
-void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) { loop.schedule_timer(n, at); }
+void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) { loop.time().schedule(n, at); }
 void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at) {
-  loop.timers().reschedule(n, at);
+  loop.time().reschedule(n, at);
 }
-void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept { loop.timers().cancel(n); }
+void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept { loop.time().cancel(n); }
 void post_expired(event_loop& loop, ready_node& node, continuation c) noexcept { loop.post_expired(node, c); }
 void post(event_loop& loop, ready_node& node, continuation c) noexcept { loop.post(node, c); }
 
@@ -66,6 +66,7 @@ void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept {
   loop.driver().remove_buffer_group(group);
 }
 const resolver_options& resolver_settings(event_loop& loop) noexcept { return loop.resolver(); }
+void note_accept_pause(event_loop& loop) noexcept { loop.note_accept_pause(); }
 
 void post_remote(event_loop& target, remote_message& m) noexcept { target.post_remote(m); }
 event_loop* peer_loop(unsigned core) noexcept { return current_loop().peer(core); }
@@ -74,7 +75,6 @@ event_loop* peer_loop(unsigned core) noexcept { return current_loop().peer(core)
 
 clock::time_point now() noexcept { return detail::current_time(); }
 
-loop_counters loop_stats() { return detail::current_loop().stats(); }
 backend_kind current_backend() { return detail::current_loop().backend(); }
 std::size_t pending_timers() { return detail::current_loop().timers().size(); }
 

@@ -10,6 +10,11 @@
 //   after_wait()    paused clock: nothing but timers can make progress, so time jumps to the
 //                   next deadline
 //
+// Timers are scheduled, moved and cancelled through it (schedule, reschedule, cancel), and it
+// counts them, and each expiry's lateness, into the core's live_metrics: lateness is the time
+// of the tick that fired the timer minus the start of its deadline's tick, told by the queue's
+// fire observer (so no byte is added to a timer node).
+//
 // Threading: the loop's thread only.
 #pragma once
 
@@ -18,14 +23,18 @@
 
 #include <cogwheel/runtime/detail/ready_queue.hpp>
 #include <cogwheel/runtime/options.hpp>
-#include <cogwheel/runtime/stats.hpp>
 #include <cogwheel/timer/queue.hpp>
+
+#include "live_metrics.hpp"
 
 namespace cogwheel::detail {
 
 class time_driver {
  public:
-  explicit time_driver(const runtime_options& options);
+  // `metrics` outlives the driver; the driver counts into it.
+  time_driver(const runtime_options& options, live_metrics& metrics);
+  time_driver(const time_driver&) = delete;
+  time_driver& operator=(const time_driver&) = delete;
 
   // The timestamp of the current iteration (the one clock read).
   clock::time_point now() const noexcept { return now_; }
@@ -33,6 +42,22 @@ class time_driver {
   clock::time_point current_time() const noexcept { return paused_ ? now_ : clock::now(); }
   bool paused() const noexcept { return paused_; }
   timer::timer_queue& timers() noexcept { return timers_; }
+  const timer::timer_queue& timers() const noexcept { return timers_; }
+
+  // The timer queue's operations, counted (timers_scheduled / _rescheduled / _cancelled).
+  void schedule(timer::timer_node& n, clock::time_point at) {
+    ++metrics_.timers_scheduled;
+    timers_.schedule(n, at);
+  }
+  void reschedule(timer::timer_node& n, clock::time_point at) {
+    ++(n.scheduled() ? metrics_.timers_rescheduled : metrics_.timers_scheduled);
+    timers_.reschedule(n, at);
+  }
+  bool cancel(timer::timer_node& n) noexcept {
+    const bool was_pending = timers_.cancel(n);
+    if (was_pending) ++metrics_.timers_cancelled;
+    return was_pending;
+  }
 
   // For timer callbacks: c joins this iteration's expired batch. Its frame is fetched now,
   // while the queue expires the rest of the batch: resumed later from run_expired() it is
@@ -49,10 +74,10 @@ class time_driver {
     expired_.push(node, c);
   }
 
-  // Reads the clock and advances the queue to it; counts into stats. may_reuse: the loop did
-  // not block since the last tick (it skipped the kernel), so a reading a few microseconds old
-  // may stand (see read_clock).
-  void tick(loop_stats& stats, bool may_reuse = false);
+  // Reads the clock and advances the queue to it (timers_fired, timer_lateness). may_reuse:
+  // the loop did not block since the last tick (it skipped the kernel), so a reading a few
+  // microseconds old may stand (see read_clock).
+  void tick(bool may_reuse = false);
   // Resumes every waiter of the expired batch (those it resumes may add more: all run).
   void run_expired();
   // How long the loop may block when it has nothing else to do: -1 until a completion (no
@@ -62,13 +87,20 @@ class time_driver {
   std::int64_t wait_ns() noexcept;
   // After the I/O driver's wait: on a paused clock, if the wait was a poll that brought
   // nothing and no work is ready, time jumps to the next deadline.
-  void after_wait(bool progress, loop_stats& stats) noexcept;
+  void after_wait(bool progress) noexcept;
   // Shutdown: drops the expired batch without resuming it.
   void clear_expired() noexcept { expired_.clear(); }
 
  private:
+  // The queue's fire observer: `count` timers with this deadline tick fired.
+  static void on_fire(void* self, timer::tick_t deadline_tick, std::size_t count) noexcept;
+
+  live_metrics& metrics_;
   bool paused_;
   bool measure_;
+  bool lateness_;                   // runtime_options::metrics
+  std::uint64_t tick_ns_;           // the queue's tick
+  std::uint64_t now_ns_ = 0;        // now_ since the clock's epoch, for on_fire
   timer::timer_queue timers_;
   clock::time_point now_;
   clock::time_point virtual_now_;                  // paused clock only

@@ -23,7 +23,7 @@ unsigned round_up_pow2(unsigned v) {
 
 }  // namespace
 
-std::unique_ptr<uring_driver> uring_driver::try_create(const runtime_options& options, loop_stats& stats,
+std::unique_ptr<uring_driver> uring_driver::try_create(const runtime_options& options, live_metrics& stats,
                                                        std::vector<completion>& set_aside, int& error) {
   std::unique_ptr<uring_driver> d(new uring_driver(stats, set_aside));
   const unsigned sq = round_up_pow2(options.sq_entries == 0 ? 1 : options.sq_entries);
@@ -62,6 +62,7 @@ void uring_driver::submit_queued() noexcept {
 }
 
 bool uring_driver::submit_once() noexcept {
+  ++stats_.syscalls;
   const int r = io_uring_submit(&ring_);
   if (r == -EBUSY || r == -EAGAIN) {
     // The kernel holds completions we have not consumed: set them aside, then retry.
@@ -145,6 +146,7 @@ void uring_driver::cancel(io_completion& op, bool all) {
 
 void uring_driver::wait(std::int64_t timeout_ns, std::vector<completion>& out) {
   int r;
+  ++stats_.syscalls;
   if (timeout_ns == 0) {
     // Not a wait with a zero timeout: the kernel arms a timer for that too, which measured
     // ~15 us per call on 6.18 (every yield() paid it). Submitting with GETEVENTS runs the

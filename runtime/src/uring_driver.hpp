@@ -19,7 +19,7 @@ class uring_driver final : public io_driver {
  public:
   // Returns -errno when the ring cannot be set up (the caller decides between failing and
   // another backend); see try_create.
-  static std::unique_ptr<uring_driver> try_create(const runtime_options& options, loop_stats& stats,
+  static std::unique_ptr<uring_driver> try_create(const runtime_options& options, live_metrics& stats,
                                                   std::vector<completion>& set_aside, int& error);
   ~uring_driver() override;
 
@@ -52,7 +52,7 @@ class uring_driver final : public io_driver {
     int mask = 0;
   };
 
-  uring_driver(loop_stats& stats, std::vector<completion>& set_aside) : stats_(stats), set_aside_(set_aside) {}
+  uring_driver(live_metrics& stats, std::vector<completion>& set_aside) : stats_(stats), set_aside_(set_aside) {}
   // A free SQE; never null: when the SQ is full it submits what is queued and retries (the
   // completions that frees stay in the kernel's CQ, or are set aside if the kernel refuses with
   // EBUSY). Nothing is dropped.
@@ -67,7 +67,7 @@ class uring_driver final : public io_driver {
   buffer_ring* find_group(std::uint16_t group) noexcept;
 
   io_uring ring_{};
-  loop_stats& stats_;
+  live_metrics& stats_;
   std::vector<completion>& set_aside_;
   std::vector<buffer_ring> buffer_rings_;
 };

@@ -1,5 +1,5 @@
 // The HTTP server against clients nobody here wrote, over real sockets and the real clock: curl
-// (a GET, an echo of a chunked upload), a one-second wrk run and ApacheBench with keep-alive
+// (a GET, an echo of a chunked upload, /metrics checked by promtool), a one-second wrk run and ApacheBench with keep-alive
 // (HTTP/1.0, which waits for the answer to say "Connection: keep-alive"). Skipped, reported as skipped,
 // when the tool is not installed.
 #include <gtest/gtest.h>
@@ -73,6 +73,16 @@ TEST(http_smoke, curl_gets_the_body_and_its_chunked_upload_back) {
                       "--data-binary @- " + server.url("/echo")),
             "uploaded in chunks");
   EXPECT_EQ(output_of("curl -s -o /dev/null -w '%{http_code}' --max-time 5 " + server.url("/nothing")), "404");
+}
+
+TEST(http_smoke, curl_gets_the_runtimes_metrics_that_promtool_accepts) {
+  if (!installed("curl")) GTEST_SKIP() << "curl is not installed";
+  live_server server;
+  const std::string text = output_of("curl -s --max-time 5 " + server.url("/metrics"));
+  EXPECT_NE(text.find("# TYPE cogwheel_timer_lateness_seconds histogram\n"), std::string::npos) << text.substr(0, 2000);
+  EXPECT_NE(text.find("cogwheel_loop_iterations_total{core=\"0\"} "), std::string::npos);
+  if (!installed("promtool")) GTEST_SKIP() << "promtool is not installed (Debian package prometheus)";
+  EXPECT_EQ(output_of("curl -s --max-time 5 " + server.url("/metrics") + " | promtool check metrics 2>&1; echo rc=$?"), "rc=0\n");
 }
 
 TEST(http_smoke, wrk_gets_only_successful_answers_for_a_second) {

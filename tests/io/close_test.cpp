@@ -80,11 +80,11 @@ TEST(close, a_read_cut_by_close_returns_within_one_iteration_and_the_peer_sees_e
     auto reader = [&]() -> task<void> {
       std::array<std::byte, 64> buf;
       outcome = co_await pair->server.read(buf);  // the peer stays silent
-      resumed_at = loop_stats().iterations;
+      resumed_at = this_core_metrics().iterations;
     };
     auto closer = [&]() -> task<void> {
       co_await sleep_for(5ms);
-      const std::uint64_t closed_at = loop_stats().iterations;
+      const std::uint64_t closed_at = this_core_metrics().iterations;
       const auto t0 = clock::now();
       pair->server.close();
       std::array<std::byte, 64> buf;

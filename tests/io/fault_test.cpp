@@ -220,11 +220,11 @@ task<void> run_out_of_descriptors(std::vector<int> client_fds) {
   // accept() call and 8 completions per round, whatever the machine's speed.
   const int rounds_before = st.emfile;
   const int calls_before = st.accept_calls;
-  const auto stats_before = loop_stats();
+  const auto stats_before = this_core_metrics();
   co_await sleep_for(3s);
   const int rounds = st.emfile - rounds_before;
   EXPECT_EQ(st.accept_calls - calls_before, rounds) << "accept() calls: one per round";
-  EXPECT_EQ(loop_stats().completions - stats_before.completions, 8u * static_cast<unsigned>(rounds))
+  EXPECT_EQ(this_core_metrics().completions - stats_before.completions, 8u * static_cast<unsigned>(rounds))
       << "completions: one batch of 8 failing accept SQEs per round";
   std::vector<clock::duration> gaps;
   for (std::size_t i = 1; i < st.emfile_at.size(); ++i) gaps.push_back(st.emfile_at[i] - st.emfile_at[i - 1]);

@@ -63,11 +63,11 @@ TEST(timeout_io, task_destroyed_while_suspended_on_a_read_cancels_it_at_once) {
     EXPECT_FALSE(finished);
     EXPECT_EQ(pending_timers(), timers_before + 1);  // the with_timeout timer
 
-    const auto before = loop_stats();
+    const auto before = this_core_metrics();
     holder.frame.destroy();  // destroys the task<void> in it, and the suspended reader
     // The cancelled read's completion was waited for before destroy() returned, and the
     // timer was unlinked: nothing of the frame is left in the ring or the wheel.
-    EXPECT_GE(loop_stats().completions, before.completions + 1);
+    EXPECT_GE(this_core_metrics().completions, before.completions + 1);
     EXPECT_EQ(pending_timers(), timers_before);
     EXPECT_FALSE(finished);
 

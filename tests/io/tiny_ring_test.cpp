@@ -2,7 +2,7 @@
 // completions of one iteration overflow the CQ) while a connect, a shutdown or a read is in
 // flight, or while its completion has already been reaped into the loop's batch but not yet
 // dispatched (the frame is destroyed by a completion earlier in the same batch). Every
-// operation's completion is dispatched exactly once (loop_stats().completions counts one per
+// operation's completion is dispatched exactly once (this_core_metrics().completions counts one per
 // SQE, cancels excluded), no destroyed frame is resumed, no descriptor or byte goes astray, and
 // the sanitizer builds see no access to a freed frame. On epoll (COGWHEEL_BACKEND=epoll) there
 // is no ring to fill: the same frames and operations run, and only the ring's counters are
@@ -88,7 +88,7 @@ TEST(tiny_ring, frames_destroyed_with_connects_cancelled_in_the_same_batch_close
     CO_ASSERT_TRUE(co_await fill_accept_queue(*listener, queued));
 
     const int fds_before = open_descriptors();
-    const auto before = loop_stats();
+    const auto before = this_core_metrics();
     constexpr int n = 16;
     doomed_group g;
     g.frames.resize(n);
@@ -104,7 +104,7 @@ TEST(tiny_ring, frames_destroyed_with_connects_cancelled_in_the_same_batch_close
     EXPECT_EQ(g.resumed, 1);
     EXPECT_EQ(g.destroyed, n - 1);
     g.release_survivor();
-    const auto after = loop_stats();
+    const auto after = this_core_metrics();
     EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n)) << "one completion per connect";
     if (on_a_ring()) {
       if (on_a_ring()) {
@@ -124,7 +124,7 @@ TEST(tiny_ring, frames_destroyed_with_connects_in_flight_wait_for_their_cancella
     CO_ASSERT_TRUE(co_await fill_accept_queue(*listener, queued));
 
     const int fds_before = open_descriptors();
-    const auto before = loop_stats();
+    const auto before = this_core_metrics();
     constexpr int n = 16;
     doomed_group g;
     g.frames.resize(n);
@@ -133,7 +133,7 @@ TEST(tiny_ring, frames_destroyed_with_connects_in_flight_wait_for_their_cancella
     EXPECT_EQ(g.resumed, 0);
     g.destroy_all_but(-1);  // from outside the group: each destructor cancels and waits
     EXPECT_EQ(g.destroyed, n);
-    const auto after = loop_stats();
+    const auto after = this_core_metrics();
     EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n));
     if (on_a_ring()) {
       EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
@@ -141,7 +141,7 @@ TEST(tiny_ring, frames_destroyed_with_connects_in_flight_wait_for_their_cancella
     EXPECT_EQ(open_descriptors(), fds_before);
     co_await sleep_for(10ms);
     EXPECT_EQ(g.resumed, 0);
-    EXPECT_EQ(loop_stats().completions, after.completions) << "a completion came after its frame was gone";
+    EXPECT_EQ(this_core_metrics().completions, after.completions) << "a completion came after its frame was gone";
   }(), tiny_ring());
 }
 
@@ -165,7 +165,7 @@ TEST(tiny_ring, shutdowns_on_a_full_ring_take_effect_at_once_and_leave_nothing_p
     auto pairs = co_await connect_pairs(n);
     CO_ASSERT_OK(pairs);
     const int fds_before = open_descriptors();
-    const auto before = loop_stats();
+    const auto before = this_core_metrics();
     doomed_group g;
     g.frames.resize(n);
     for (int i = 0; i < n; ++i) g.frames[i].emplace(hold(member(g, i, (*pairs)[i].client.shutdown(SHUT_WR))));
@@ -175,7 +175,7 @@ TEST(tiny_ring, shutdowns_on_a_full_ring_take_effect_at_once_and_leave_nothing_p
       f->frame.destroy();
       f.reset();
     }
-    const auto after = loop_stats();
+    const auto after = this_core_metrics();
     EXPECT_EQ(after.completions - before.completions, 0u) << "no shutdown went through the ring";
 
     // Every server end reads end of stream; the other direction works throughout.
@@ -205,7 +205,7 @@ TEST(tiny_ring, frames_destroyed_while_their_reads_are_reaped_or_in_flight_steal
     // batch as the first); odd pairs have none (their read stays in the kernel).
     for (int i = 0; i < n; i += 2) CO_ASSERT_OK(co_await (*pairs)[i].client.write_all(bytes_of("x")));
     co_await sleep_for(5ms);
-    const auto before = loop_stats();
+    const auto before = this_core_metrics();
     doomed_group g;
     g.frames.resize(n);
     std::vector<std::vector<std::byte>> buffers(n, std::vector<std::byte>(16));
@@ -215,7 +215,7 @@ TEST(tiny_ring, frames_destroyed_while_their_reads_are_reaped_or_in_flight_steal
     EXPECT_EQ(g.first, 0);  // the first SQE queued, with its byte there
     EXPECT_EQ(g.destroyed, n - 1);
     g.release_survivor();
-    const auto after = loop_stats();
+    const auto after = this_core_metrics();
     EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n)) << "one completion per read";
     if (on_a_ring()) {
       EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);

@@ -343,9 +343,9 @@ TEST(udp, a_frame_destroyed_mid_receive_cancels_and_awaits_it_and_steals_no_data
     frame_holder holder = hold(receive_once_under_timeout(a, finished));
     co_await sleep_for(5ms);  // the receive's SQE is armed in the kernel
     EXPECT_EQ(pending_timers(), timers_before + 1);
-    const auto before = loop_stats();
+    const auto before = this_core_metrics();
     holder.frame.destroy();
-    EXPECT_GE(loop_stats().completions, before.completions + 1);  // awaited inside destroy()
+    EXPECT_GE(this_core_metrics().completions, before.completions + 1);  // awaited inside destroy()
     EXPECT_EQ(pending_timers(), timers_before);
     EXPECT_FALSE(finished);
 
@@ -449,11 +449,11 @@ TEST(udp, closing_a_socket_cancels_its_receive_in_flight_at_once) {
     auto receiver = [&]() -> task<void> {
       std::array<std::byte, 64> buf;
       outcome = co_await pair->a.receive(buf);
-      resumed_at = loop_stats().iterations;
+      resumed_at = this_core_metrics().iterations;
     };
     auto closer = [&]() -> task<void> {
       co_await sleep_for(2ms);
-      const std::uint64_t closed_at = loop_stats().iterations;
+      const std::uint64_t closed_at = this_core_metrics().iterations;
       pair->a.close();
       co_await yield();
       co_await yield();

@@ -1,7 +1,7 @@
 // Past the deadline, nothing reaches the kernel: a socket operation started when its task's
 // effective deadline has passed (its scope's timer not yet fired) or when the task is already
 // stopped completes at once with errc::operation_canceled, and the backend's submission count
-// does not move (loop_stats().submissions). Inside a scope that has not run out the same
+// does not move (this_core_metrics().submissions). Inside a scope that has not run out the same
 // operation is submitted as usual. Both backends (CI runs it with COGWHEEL_BACKEND=epoll too);
 // it links io for the sockets.
 #include <cogwheel/io/udp.hpp>
@@ -22,7 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::uint64_t submissions() { return loop_stats().submissions; }
+std::uint64_t submissions() { return this_core_metrics().submissions; }
 
 // A socket to send from and the address of another to send to, on loopback.
 struct sender {

@@ -30,7 +30,7 @@ using namespace std::chrono_literals;
 constexpr clock::duration tick = 1ms;
 constexpr clock::time_point none = clock::time_point::max();
 
-std::uint64_t timers_scheduled() { return loop_stats().timers_scheduled; }
+std::uint64_t timers_scheduled() { return this_core_metrics().timers_scheduled; }
 
 class scopes_on : public testing::TestWithParam<timer_kind> {
  protected:
@@ -341,9 +341,9 @@ TEST_P(scopes_on, a_stopped_task_yields_without_requeueing) {
     std::uint64_t iterations = 99;
     auto worker = [&]() -> task<> {
       co_await sleep_for(1h);  // stopped here
-      const std::uint64_t before = loop_stats().iterations;
+      const std::uint64_t before = this_core_metrics().iterations;
       for (int i = 0; i < 10; ++i) co_await yield();
-      iterations = loop_stats().iterations - before;
+      iterations = this_core_metrics().iterations - before;
     };
     auto r = co_await with_timeout(worker(), 5ms);
     EXPECT_EQ(r.error(), errc::timed_out);

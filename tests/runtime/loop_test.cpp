@@ -141,9 +141,9 @@ TEST(loop, ready_budget_bounds_the_coroutines_resumed_per_iteration) {
       ++d;
       co_return;
     }(done));
-    const std::uint64_t before = loop_stats().iterations;
+    const std::uint64_t before = this_core_metrics().iterations;
     while (done < 16) co_await yield();
-    co_return loop_stats().iterations - before;
+    co_return this_core_metrics().iterations - before;
   }(), o);
   EXPECT_GE(iterations, 4u);  // 16 starts plus our own yields, 4 per iteration
 }
@@ -172,12 +172,12 @@ TEST(loop, paused_clock_jumps_to_the_next_deadline_when_idle) {
   const auto real_start = std::chrono::steady_clock::now();
   run([]() -> task<> {
     const auto start = test::loop_now();
-    const auto jumps = loop_stats().clock_jumps;
+    const auto jumps = this_core_metrics().clock_jumps;
     co_await sleep_for(1h);
     EXPECT_GE(test::loop_now() - start, 1h);
     EXPECT_LT(test::loop_now() - start, 1h + 1ms);
-    EXPECT_GT(loop_stats().clock_jumps, jumps);
-    EXPECT_LT(loop_stats().clock_jumps - jumps, 10u);  // one jump per wheel level at most
+    EXPECT_GT(this_core_metrics().clock_jumps, jumps);
+    EXPECT_LT(this_core_metrics().clock_jumps - jumps, 10u);  // one jump per wheel level at most
   }(), test::paused());
   EXPECT_LT(std::chrono::steady_clock::now() - real_start, 5s);
 }
@@ -188,7 +188,7 @@ TEST(loop, paused_clock_does_not_move_while_work_is_ready) {
     spawn([]() -> task<> { co_await sleep_for(1ms); }());  // a timer it could jump to
     for (int i = 0; i < 100; ++i) co_await yield();
     EXPECT_EQ(test::loop_now(), start);
-    EXPECT_EQ(loop_stats().clock_jumps, 0u);
+    EXPECT_EQ(this_core_metrics().clock_jumps, 0u);
   }(), test::paused());
 }
 
@@ -303,13 +303,13 @@ TEST(loop, tiny_ring_completes_every_operation) {
   runtime_options o;
   o.sq_entries = 4;
   o.cq_entries = 8;
-  const auto [completed, stats] = run([](std::size_t n) -> task<std::pair<std::size_t, detail::loop_stats>> {
+  const auto [completed, stats] = run([](std::size_t n) -> task<std::pair<std::size_t, core_metrics>> {
     std::size_t ok = 0;
     for (std::size_t i = 0; i < n; ++i) spawn([](std::size_t& ok) -> task<> {
       if (co_await nop_operation() == 0) ++ok;
     }(ok));
     while (ok < n) co_await sleep_for(1ms);
-    co_return std::pair{ok, loop_stats()};
+    co_return std::pair{ok, this_core_metrics()};
   }(n), o);
   EXPECT_EQ(completed, n);
   EXPECT_GE(stats.completions, n);
@@ -365,7 +365,7 @@ void frame_destroyed_after_a_refused_submission(bool during_cancel) {
   fault::refused = 0;
   run([](bool during_cancel) -> task<> {
     co_await settle();
-    const detail::loop_stats before = loop_stats();
+    const core_metrics before = this_core_metrics();
     nop_task victim, b1, b2, c, d;
     victim.start();  // SQ: victim
     b1.start();      // SQ: victim b1 (full)
@@ -391,7 +391,7 @@ void frame_destroyed_after_a_refused_submission(bool during_cancel) {
       EXPECT_TRUE(t->resumed);
     }
     EXPECT_EQ(d.completions, during_cancel ? 0 : 1);
-    const detail::loop_stats after = loop_stats();
+    const core_metrics after = this_core_metrics();
     EXPECT_EQ(after.completions - before.completions, during_cancel ? 4u : 5u);
     EXPECT_EQ(after.sq_full_flushes - before.sq_full_flushes, 3u);  // b2's, then refused and retried
   }(during_cancel), tiny_ring());
@@ -418,7 +418,7 @@ TEST(loop, a_frame_destroyed_by_a_completion_of_the_same_batch_gets_its_own_comp
   fault::refused = 0;
   run([]() -> task<> {
     co_await settle();
-    const detail::loop_stats before = loop_stats();
+    const core_metrics before = this_core_metrics();
     constexpr int pairs = 32;
     struct pair_state {
       nop_task victim;
@@ -445,7 +445,7 @@ TEST(loop, a_frame_destroyed_by_a_completion_of_the_same_batch_gets_its_own_comp
       EXPECT_EQ(s.victim.completions, 1);
       EXPECT_FALSE(s.victim.resumed);
     }
-    const detail::loop_stats after = loop_stats();
+    const core_metrics after = this_core_metrics();
     EXPECT_EQ(after.completions - before.completions, 2u * pairs);
     EXPECT_GT(after.sq_full_flushes - before.sq_full_flushes, 0u);
     EXPECT_GT(after.cq_overflows - before.cq_overflows, 0u);

@@ -77,7 +77,7 @@ TEST(spawn, exception_escaping_a_spawned_task_is_reported_and_counted_and_the_lo
       co_return;
     }(ran));
     co_await sleep_for(5ms);
-    co_return std::pair{loop_stats().spawn_failures, ran};
+    co_return std::pair{this_core_metrics().spawn_failures, ran};
   }(), test::paused());
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(failures, 1u);
@@ -94,7 +94,7 @@ TEST(spawn, exception_of_a_non_standard_type_is_reported_too) {
       co_return;
     }());
     co_await yield();
-    co_return loop_stats().spawn_failures;
+    co_return this_core_metrics().spawn_failures;
   }());
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(failures, 1u);

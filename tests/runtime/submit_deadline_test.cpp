@@ -197,12 +197,12 @@ TEST(submit_to_budget, a_caller_past_its_deadline_sends_nothing) {
       d.reset_to(now() - 1ms);
       co_await submit_to(1, [&] { ran = true; });
     };
-    const std::uint64_t before = loop_stats().remote_messages;
+    const std::uint64_t before = this_core_metrics().remote_messages;
     auto r = co_await with_deadline(caller(), d);
     EXPECT_EQ(r.error(), errc::timed_out);
     co_await submit_to(1, [] {});  // a round trip: anything sent before has landed
     EXPECT_FALSE(ran.load());
-    EXPECT_EQ(loop_stats().remote_messages - before, 1u);  // the reply to the round trip only
+    EXPECT_EQ(this_core_metrics().remote_messages - before, 1u);  // the reply to the round trip only
   });
 }
 

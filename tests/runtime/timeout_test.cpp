@@ -450,12 +450,12 @@ TEST_P(deadline_on, already_expired_times_out_at_once_without_starting_the_opera
       s = true;
       co_return 1;
     };
-    const auto iteration = loop_stats().iterations;
+    const auto iteration = this_core_metrics().iterations;
     const auto start = test::loop_now();
     result<int> r = co_await with_deadline(op(started), d);
     EXPECT_EQ(r.error(), errc::timed_out);
     EXPECT_FALSE(started);
-    EXPECT_EQ(loop_stats().iterations, iteration);  // did not even suspend
+    EXPECT_EQ(this_core_metrics().iterations, iteration);  // did not even suspend
     EXPECT_EQ(test::loop_now(), start);
   }());
 }

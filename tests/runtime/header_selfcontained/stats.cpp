@@ -4,6 +4,6 @@
 #include <gtest/gtest.h>
 
 TEST(header_selfcontained, stats_hpp_needs_no_other_include) {
-  cogwheel::loop_counters c;
+  cogwheel::core_metrics c;
   EXPECT_EQ(c.iterations, 0u);
 }

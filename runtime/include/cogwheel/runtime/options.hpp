@@ -37,7 +37,15 @@ struct runtime_options {
   bool paused_clock = false;                          ///< virtual time: when only timers can make
                                                       ///< progress the clock jumps to the next one
   bool measure_timer_work = false;                    ///< count time inside the timer queue's
-                                                      ///< advance() in loop_stats::timer_ns
+                                                      ///< advance() (core_metrics::timer_work_ns)
+  bool metrics = true;                                ///< per-core histograms (timer lateness,
+                                                      ///< iteration and phase times), timer and
+                                                      ///< I/O counters, the stall detector
+                                                      ///< (metrics.hpp); off: only iterations,
+                                                      ///< completions and timers fired count
+  clock::duration stall_threshold = std::chrono::milliseconds(25);  ///< an iteration busier than
+                                                      ///< this is a stall: said on stderr once
+                                                      ///< per burst, counted (0: no detector)
   bool pin_threads = true;                            ///< runtime: pin core i's thread to the
                                                       ///< i-th CPU the process may run on
   bool stop_on_signals = false;                       ///< runtime: SIGINT/SIGTERM call stop()

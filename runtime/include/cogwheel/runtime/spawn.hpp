@@ -1,7 +1,7 @@
 // spawn(task) detaches a task onto the current core's loop.
 //
 // Exceptions: an exception escaping a spawned task has nobody to go to: it is reported on
-// stderr (with what() when it is a std::exception) and counted in loop_stats().spawn_failures;
+// stderr (with what() when it is a std::exception) and counted in this_core_metrics().spawn_failures;
 // the loop carries on. It is never silently dropped.
 //
 // Shutdown: when the loop winds down (run()'s task finished, or runtime::stop()), spawned tasks

@@ -65,6 +65,10 @@ class timer_heap {
   clock::duration tick() const noexcept { return scale_.tick(); }
   const tick_scale& scale() const noexcept { return scale_; }
   clock::time_point now() const noexcept { return scale_.time_of(elapsed_); }
+  // See detail::expiry_batch::set_observer.
+  void set_fire_observer(detail::expiry_batch::fire_observer fn, void* context) noexcept {
+    batch_.set_observer(fn, context);
+  }
   // Bytes the heap holds besides its nodes (as timer_wheel::memory_bytes).
   std::size_t memory_bytes() const noexcept {
     return sizeof(*this) + heap_.capacity() * sizeof(entry) + batch_.memory_bytes();

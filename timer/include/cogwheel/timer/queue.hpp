@@ -2,6 +2,7 @@
 /// timer_queue: a timer_wheel or a timer_heap chosen at run time.
 #pragma once
 
+#include <array>
 #include <variant>
 
 #include <cogwheel/timer/heap.hpp>
@@ -65,6 +66,18 @@ class timer_queue {
   clock::duration tick() const noexcept { return visit([](const auto& q) { return q.tick(); }); }
   /// The queue's time: the last tick advanced to.
   clock::time_point now() const noexcept { return visit([](const auto& q) { return q.now(); }); }
+  // See detail::expiry_batch::set_observer.
+  void set_fire_observer(detail::expiry_batch::fire_observer fn, void* context) noexcept {
+    visit([&](auto& q) { q.set_fire_observer(fn, context); });
+  }
+  // Pending timers per wheel level, then overdue and unfiled (timer_wheel::pending_per_level);
+  // a heap puts them all at index 0.
+  std::array<std::size_t, detail::level_count + 1> pending_per_level() const noexcept {
+    if (const auto* w = std::get_if<timer_wheel>(&queue_)) return w->pending_per_level();
+    std::array<std::size_t, detail::level_count + 1> out{};
+    out[0] = size();
+    return out;
+  }
 
  private:
   std::variant<std::monostate, timer_wheel, timer_heap> queue_;

@@ -152,6 +152,21 @@ class timer_wheel {
   // Nodes advance() has re-filed since construction (cascaded to a lower level, or moved early
   // by a visit because their deadline was pushed back): the work advance() does besides firing.
   std::uint64_t moved() const noexcept { return moved_; }
+  // See detail::expiry_batch::set_observer.
+  void set_fire_observer(detail::expiry_batch::fire_observer fn, void* context) noexcept {
+    batch_.set_observer(fn, context);
+  }
+  // Pending timers by the level of the slot each sits in (a lazily pushed-back deadline counts
+  // where its node still is), then at index level_count the overdue and not yet filed ones.
+  // Sums to size(). O(occupied slots), for metrics: not for an expiry callback.
+  std::array<std::size_t, detail::level_count + 1> pending_per_level() const noexcept {
+    std::array<std::size_t, detail::level_count + 1> out{};
+    for (unsigned level = 0; level < detail::level_count; ++level)
+      for (std::uint64_t bits = occupied_[level]; bits != 0; bits &= bits - 1)
+        out[level] += slots_[level * detail::slots_per_level + static_cast<unsigned>(__builtin_ctzll(bits))].live;
+    out[detail::level_count] = slots_[overdue_slot].live + staged_count_;
+    return out;
+  }
 
  private:
   static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;

@@ -41,6 +41,9 @@ int add_buffer_group(event_loop& loop, std::uint16_t group, std::byte* memory, s
 void give_buffer(event_loop& loop, std::uint16_t group, std::uint16_t id) noexcept;
 void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept;
 
+// A listener stopped accepting for a while (out of descriptors): counted in the core's metrics.
+void note_accept_pause(event_loop& loop) noexcept;
+
 // The name resolver's settings the runtime was started with (runtime_options::resolver).
 const resolver_options& resolver_settings(event_loop& loop) noexcept;
 

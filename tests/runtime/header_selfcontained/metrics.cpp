@@ -1,0 +1,9 @@
+// <cogwheel/runtime/metrics.hpp> compiles on its own: it is this file's first include.
+#include <cogwheel/runtime/metrics.hpp>
+
+#include <gtest/gtest.h>
+
+TEST(header_selfcontained, metrics_hpp_needs_no_other_include) {
+  cogwheel::histogram h;
+  EXPECT_EQ(h.count(), 0u);
+}
