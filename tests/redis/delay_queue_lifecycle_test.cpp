@@ -186,6 +186,7 @@ TEST_F(redis_delay_queue_life, prefetched_jobs_start_at_their_due_time_never_ear
     auto w = worker();
     w.lookahead = 300ms;
     w.concurrency = 1000;
+    w.ack_delay = 20ms;  // acknowledgements gather (without it, a fast loop acks one at a time)
     auto scenario = [&]() -> task<void> {
       for (int i = 0; i < 500 && q.stats().acked < static_cast<std::uint64_t>(n); ++i) co_await sleep_for(10ms);
       q.stop();
