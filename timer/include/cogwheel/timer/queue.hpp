@@ -66,12 +66,13 @@ class timer_queue {
   clock::duration tick() const noexcept { return visit([](const auto& q) { return q.tick(); }); }
   /// The queue's time: the last tick advanced to.
   clock::time_point now() const noexcept { return visit([](const auto& q) { return q.now(); }); }
-  // See detail::expiry_batch::set_observer.
+  /// Calls `fn(context, ...)` for each run of timers fired with the same deadline tick (the
+  /// runtime's lateness histogram; see detail::expiry_batch::set_observer).
   void set_fire_observer(detail::expiry_batch::fire_observer fn, void* context) noexcept {
     visit([&](auto& q) { q.set_fire_observer(fn, context); });
   }
-  // Pending timers per wheel level, then overdue and unfiled (timer_wheel::pending_per_level);
-  // a heap puts them all at index 0.
+  /// Pending timers per wheel level, then overdue and unfiled (timer_wheel::pending_per_level);
+  /// a heap puts them all at index 0. O(occupied slots): for metrics, not for a timer callback.
   std::array<std::size_t, detail::level_count + 1> pending_per_level() const noexcept {
     if (const auto* w = std::get_if<timer_wheel>(&queue_)) return w->pending_per_level();
     std::array<std::size_t, detail::level_count + 1> out{};
