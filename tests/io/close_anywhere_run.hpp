@@ -128,7 +128,7 @@ struct case_state {
       }
       const auto all = pattern_bytes(prefilled + 64 * 1024);
       out.assign(all.begin() + static_cast<std::ptrdiff_t>(prefilled), all.end());
-      if (sc.when == moment::completed && is_read_op(sc.op)) co_await old_peer->write_all(bytes_of(old_bytes));
+      if (sc.when == moment::completed && is_read_op(sc.op)) (void)co_await old_peer->write_all(bytes_of(old_bytes));
     } else if (is_udp_op(sc.op)) {
       auto a = udp_socket::bind(socket_address::ipv4_loopback(0));
       auto b = udp_socket::bind(socket_address::ipv4_loopback(0));
@@ -143,7 +143,7 @@ struct case_state {
       }
       const auto data = pattern_bytes(512);
       out.assign(data.begin(), data.end());
-      if (sc.when == moment::completed && is_read_op(sc.op)) co_await udp_peer->send(bytes_of(old_bytes));
+      if (sc.when == moment::completed && is_read_op(sc.op)) (void)co_await udp_peer->send(bytes_of(old_bytes));
     } else if (sc.op == op_kind::accept) {
       auto l = tcp_listener::bind(socket_address::ipv4_loopback(0));
       if (!l) co_return "set-up: listen";
