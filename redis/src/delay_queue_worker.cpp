@@ -199,7 +199,10 @@ task<void> delay_queue::work() {
   // The drain. Held jobs are handed back (their sleeps end now); running ones get the grace.
   for (held* h = held_list_; h != nullptr; h = h->next) detail::wake(h->wait);
   detail::wake(ack_idle_);
-  const clock::time_point grace_end = now() + o_.stop_grace;
+  // Saturating: a paused clock with nothing left to wait for stands at time_point::max().
+  const clock::time_point stopped_at = now();
+  const clock::time_point grace_end =
+      stopped_at < clock::time_point::max() - o_.stop_grace ? stopped_at + o_.stop_grace : clock::time_point::max();
   while (running_ + held_ > 0 && now() < grace_end) {
     sleep_operation idle(grace_end);
     detail::parked p(idle_, idle);

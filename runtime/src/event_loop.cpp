@@ -127,7 +127,9 @@ void event_loop::run_once() {
   }
   if (time_.now() >= next_publish_) {
     publish_gauges();
-    next_publish_ = time_.now() + publish_interval;
+    // Saturating: a paused clock with nothing left to wait for stands at time_point::max().
+    const clock::time_point t = time_.now();
+    next_publish_ = t < clock::time_point::max() - publish_interval ? t + publish_interval : clock::time_point::max();
   }
 }
 
