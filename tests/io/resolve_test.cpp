@@ -10,11 +10,13 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cogwheel/cogwheel.hpp>
 
 #include "fake_dns.hpp"
+
 #include "support.hpp"
 #include "temp_file.hpp"
 
@@ -51,6 +53,10 @@ class resolve_test : public ::testing::Test {
   }
   void TearDown() override {
     if (dns_.ok()) {
+      // The fake server's thread closes a TCP connection only once it has read the client's
+      // end of stream: give it a moment before counting.
+      for (int i = 0; i < 100 && open_descriptors() != descriptors_; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       EXPECT_EQ(open_descriptors(), descriptors_) << "a socket was left open";
     }
   }
