@@ -185,15 +185,16 @@ TEST_P(metrics_on, pending_timers_are_counted_per_wheel_level_and_sum_to_the_que
         } else {
           // A deadline d ticks ahead sits at a level L with 64^L <= d (the highest bit in
           // which it differs from the wheel's time): ~99 ms at 1 or more, 5 s (>= 4096 ticks)
-          // at 2 or more, 2 h (>= 262144) at 3 or more.
+          // at 2 or more, 2 h (>= 262144) at 3 or more. A shorter one may sit higher too, when
+          // it crosses a 64-tick boundary of the wheel's time: hence at least, not exactly.
           auto at_or_above = [&](unsigned level) {
             std::uint64_t n = 0;
             for (unsigned l = level; l < timer_level_count; ++l) n += m.pending_timers_per_level[l];
             return n;
           };
-          EXPECT_EQ(at_or_above(1), 4u);
-          EXPECT_EQ(at_or_above(2), 3u);
-          EXPECT_EQ(at_or_above(3), 1u);
+          EXPECT_GE(at_or_above(1), 4u);
+          EXPECT_GE(at_or_above(2), 3u);
+          EXPECT_GE(at_or_above(3), 1u);
           EXPECT_EQ(m.pending_timers_per_level[timer_level_count], 0u) << "all filed";
         }
         co_await sleep_for(3h);
