@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 namespace {
 // Live heap allocations of the whole process: operator new counts up, delete down.
@@ -60,6 +61,10 @@ void fill_message(std::uint32_t id, std::uint32_t k, std::span<std::byte> out) {
 
 struct counters {
   std::uint64_t echoed = 0, kicked = 0, write_timeouts = 0, close_races = 0, foreign_bytes = 0;
+  // write_ended[id]: the server's stalled write to connection id has ended. Its client stops
+  // not-reading only then (a fixed pause let a slow loop see the client's close first, and
+  // counted a reset instead of a timeout).
+  std::vector<std::uint8_t> write_ended;
 };
 
 // The server's side of one connection. The first message says which connection it is.
@@ -77,6 +82,7 @@ task<void> session(tcp_stream s, counters& c) {
     (void)s.set_send_buffer_size(4096);
     auto w = co_await with_timeout(s.write_all(big), 5ms);
     if (!w && w.error() == errc::timed_out) ++c.write_timeouts;
+    c.write_ended[id] = 1;
     co_return;
   }
   if (kind == ending::close_race) {
@@ -130,7 +136,9 @@ task<void> client(socket_address to, std::uint32_t id, counters& c) {
   if (!co_await s->write_all(out)) co_return;
   const ending kind = ending_of(id);
   if (kind == ending::write_timeout) {
-    co_await sleep_for(50ms);  // not reading while the server's write stalls (and times out)
+    // Not reading while the server's write stalls and times out (at most 2 s: a session whose
+    // first read was kicked never writes).
+    for (int waited = 0; waited < 2000 && !c.write_ended[id]; ++waited) co_await sleep_for(1ms);
     co_return;
   }
   auto check = [&](std::span<const std::byte> got, std::span<const std::byte> want) {
@@ -155,6 +163,7 @@ TEST(soak, fifty_thousand_connections_leave_no_descriptor_allocation_or_stray_by
   const int connections = scaled(50'000);
   constexpr int concurrent = 200;
   counters c;
+  c.write_ended.assign(static_cast<std::size_t>(connections), 0);
   const int fds_before = open_descriptors();
   const long allocations_before = live_allocations.load();
   run([](int connections, counters& c) -> task<void> {
