@@ -25,7 +25,6 @@ event_loop::event_loop(const runtime_options& options, unsigned core)
       stalls_(options.metrics ? options.stall_threshold : clock::duration::zero(), core, q32_) {
   if (current_ != nullptr)
     throw std::logic_error("cogwheel: this thread already runs a loop (nested run()?)");
-  spawned_.prev = spawned_.next = &spawned_;
 
   driver_ = make_io_driver(options, metrics_, deferred_);
 
@@ -316,23 +315,18 @@ void event_loop::request_stop() {
 
 void event_loop::link_spawned(spawned_link& l) noexcept {
   ++metrics_.tasks_spawned;
-  l.prev = spawned_.prev;
-  l.next = &spawned_;
-  spawned_.prev->next = &l;
-  spawned_.prev = &l;
+  spawned_.push_back(l);
 }
 
 void event_loop::unlink_spawned(spawned_link& l) noexcept {
-  l.prev->next = l.next;
-  l.next->prev = l.prev;
-  l.prev = l.next = &l;
+  l.unlink();
   nudged_ = true;  // run_until may be waiting for the last spawned task to finish
 }
 
 void event_loop::destroy_spawned() noexcept {
   // Destroying a frame unlinks it (the promise's destructor), and may destroy children whose
   // awaiters cancel timers and wait for in-flight operations.
-  while (has_spawned()) spawned_.next->frame.destroy();
+  while (has_spawned()) spawned_.front().frame.destroy();
   time_.clear_expired();
   ready_.clear();
 }

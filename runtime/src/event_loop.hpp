@@ -43,9 +43,7 @@
 namespace cogwheel::detail {
 
 // A spawned (detached) coroutine's link in its loop's list (in the frame's promise).
-struct spawned_link {
-  spawned_link* prev = nullptr;
-  spawned_link* next = nullptr;
+struct spawned_link : list_link {
   std::coroutine_handle<> frame;
 };
 
@@ -143,7 +141,7 @@ class event_loop {
   // Spawned (detached) coroutines, destroyed at shutdown if still suspended.
   void link_spawned(spawned_link& l) noexcept;
   void unlink_spawned(spawned_link& l) noexcept;
-  bool has_spawned() const noexcept { return spawned_.next != &spawned_; }
+  bool has_spawned() const noexcept { return !spawned_.empty(); }
   void note_spawn_failure() noexcept { ++metrics_.spawn_failures; }
   // A listener paused accepting (out of descriptors or memory) and backs off.
   void note_accept_pause() noexcept { ++metrics_.accept_pauses; }
@@ -211,7 +209,7 @@ class event_loop {
   bool kernel_skipped_ = false;  // by the last iteration: it did not block, time barely moved
   clock::time_point last_kernel_{};  // or after_the_wait: when the next tick reads the clock
   static constexpr clock::time_point after_the_wait = clock::time_point::max();
-  spawned_link spawned_;
+  intrusive_list<spawned_link> spawned_;
   intrusive_list<shutdown_hook> hooks_;
 
   int wake_fd_ = -1;

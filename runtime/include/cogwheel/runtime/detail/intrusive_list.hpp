@@ -1,6 +1,8 @@
 // intrusive_list<Node>: a circular doubly linked list of nodes that live in their owners (a
-// waiter in a coroutine frame, an operation, a listener), so linking allocates nothing and a
-// node destroyed while linked unlinks itself. One loop thread only.
+// waiter in a coroutine frame, an operation, a listener, a spawned task's promise), so linking
+// allocates nothing and a node destroyed while linked unlinks itself. One loop thread only.
+// The project's one linked list: the ready queue, the spawned tasks, deadline waiters, shutdown
+// hooks, a socket's operations and the resolver's waiters are all built on it.
 //
 // Node derives from list_link. The list is a sentinel link; moving a list moves its nodes.
 #pragma once
@@ -52,7 +54,14 @@ class intrusive_list {
   }
 
   bool empty() const noexcept { return head_.next_ == &head_; }
+  // Precondition: !empty().
   Node& front() noexcept { return static_cast<Node&>(*head_.next_); }
+  // Precondition: !empty(). Unlinks the oldest node and returns it.
+  Node& pop_front() noexcept {
+    Node& n = front();
+    static_cast<list_link&>(n).unlink();
+    return n;
+  }
 
   // Precondition: !n.linked().
   void push_back(Node& n) noexcept {
@@ -67,11 +76,7 @@ class intrusive_list {
   // other nodes, and nodes f links meanwhile are taken too.
   template <class F>
   void drain(F&& f) {
-    while (!empty()) {
-      Node& n = front();
-      static_cast<list_link&>(n).unlink();
-      f(n);
-    }
+    while (!empty()) f(pop_front());
   }
 
  private:

@@ -8,56 +8,49 @@
 #include <cstddef>
 
 #include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/intrusive_list.hpp>
 
 namespace cogwheel::detail {
 
 class ready_queue;
 
-class ready_node {
+// A queued node knows its queue, so a node unlinked from outside (its frame destroyed) keeps the
+// queue's count right.
+class ready_node : private list_link {
  public:
   ready_node() noexcept = default;
-  ready_node(const ready_node&) = delete;
-  ready_node& operator=(const ready_node&) = delete;
   ~ready_node() { unlink(); }
 
-  bool queued() const noexcept { return next_ != nullptr; }
+  bool queued() const noexcept { return linked(); }
   void unlink() noexcept;
 
  private:
   friend class ready_queue;
-  ready_node* prev_ = nullptr;
-  ready_node* next_ = nullptr;  // null iff not queued
+  friend class intrusive_list<ready_node>;
   continuation continuation_;
   ready_queue* queue_ = nullptr;
 };
 
 class ready_queue {
  public:
-  ready_queue() noexcept { head_.prev_ = head_.next_ = &head_; }
-  ready_queue(const ready_queue&) = delete;
-  ready_queue& operator=(const ready_queue&) = delete;
-  ~ready_queue() {
-    clear();
-    head_.prev_ = head_.next_ = nullptr;  // the sentinel is not a queued node
-  }
+  ready_queue() noexcept = default;
+  // Nodes still queued are let go (unlinked), not run.
+  ~ready_queue() { clear(); }
 
   // Precondition: !n.queued().
   void push(ready_node& n, continuation c) noexcept {
     n.continuation_ = c;
     n.queue_ = this;
-    n.prev_ = head_.prev_;
-    n.next_ = &head_;
-    head_.prev_->next_ = &n;
-    head_.prev_ = &n;
+    nodes_.push_back(n);
     ++size_;
   }
   // Precondition: !empty(). Unlinks the oldest node and returns what it was to run.
   continuation pop() noexcept {
-    ready_node* n = head_.next_;
-    n->unlink();
-    return n->continuation_;
+    ready_node& n = nodes_.pop_front();
+    --size_;
+    return n.continuation_;
   }
-  bool empty() const noexcept { return size_ == 0; }
+  bool empty() const noexcept { return nodes_.empty(); }
   std::size_t size() const noexcept { return size_; }
   void clear() noexcept {
     while (!empty()) pop();
@@ -65,15 +58,13 @@ class ready_queue {
 
  private:
   friend class ready_node;
-  ready_node head_;
-  std::size_t size_ = 0;
+  intrusive_list<ready_node> nodes_;
+  std::size_t size_ = 0;  // nodes_'s length, kept for the loop's per-iteration budget
 };
 
 inline void ready_node::unlink() noexcept {
-  if (next_ == nullptr) return;
-  prev_->next_ = next_;
-  next_->prev_ = prev_;
-  prev_ = next_ = nullptr;
+  if (!linked()) return;
+  list_link::unlink();
   --queue_->size_;
 }
 
