@@ -30,6 +30,11 @@ class tcp_stream;
 
 namespace detail {
 
+// The stream of a connected socket `fd` (from connect or accept), its local address learnt now
+// (getsockname). On failure fd is closed and the error returned: it is the connect's or the
+// accept's failure.
+cogwheel::result<tcp_stream> connected_stream(int fd) noexcept;
+
 class connect_operation : public kernel_operation<connect_operation, cogwheel::result<tcp_stream>> {
  public:
   explicit connect_operation(const socket_address& to) noexcept : to_(to) {}
@@ -156,8 +161,9 @@ struct accept_outcome {
 class tcp_stream {
  public:
   tcp_stream() noexcept = default;
-  // Takes ownership of a connected TCP socket.
-  explicit tcp_stream(int fd) noexcept : sock_(fd) {}
+  // Takes ownership of a connected TCP socket and learns its local address (getsockname); if
+  // that fails (fd is not an IPv4/IPv6 socket), local_address() is 0.0.0.0:0.
+  explicit tcp_stream(int fd) noexcept;
   // A stream may move while operations are in flight on it (they stay with it), but only on
   // the thread they run on. Assigning onto a stream closes it first, as close() does.
   tcp_stream(tcp_stream&&) noexcept = default;
@@ -217,11 +223,17 @@ class tcp_stream {
   cogwheel::result<void> set_send_buffer_size(int bytes) noexcept;
   // linger on close: 0 makes close() send a reset (RST) instead of a FIN.
   cogwheel::result<void> set_linger(bool on, int seconds) noexcept;
-  cogwheel::result<socket_address> local_address() const noexcept;
+  // The address the socket is bound to, learnt when it was connected or accepted (no syscall):
+  // it cannot change while the stream is open. 0.0.0.0:0 when !is_open().
+  socket_address local_address() const noexcept { return is_open() ? local_ : socket_address{}; }
   cogwheel::result<socket_address> peer_address() const noexcept;
 
  private:
+  friend cogwheel::result<tcp_stream> detail::connected_stream(int fd) noexcept;
+  tcp_stream(int fd, const socket_address& local) noexcept : sock_(fd), local_(local) {}
+
   detail::socket_handle sock_;
+  socket_address local_;  // fixed once connected; kept here, not in sock_, which every socket shares
 };
 
 struct listen_options {
@@ -275,12 +287,15 @@ class tcp_listener {
   // awaitable<cogwheel::result<tcp_stream>>
   detail::accept_operation accept() noexcept { return detail::accept_operation(acceptor_); }
 
-  socket_address local_address() const;
+  // The address the listener is bound to (a port 0 bind: the port chosen), learnt by bind();
+  // 0.0.0.0:0 once closed.
+  socket_address local_address() const noexcept { return acceptor_ != nullptr ? local_ : socket_address{}; }
   int native_handle() const noexcept;
   void close() noexcept;
 
  private:
   detail::acceptor* acceptor_ = nullptr;  // owned; on the heap so its address survives moves
+  socket_address local_;
 };
 
 }  // namespace cogwheel

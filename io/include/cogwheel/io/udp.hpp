@@ -1,5 +1,5 @@
 // UDP over io_uring: udp_socket (bind, connect, send_to, receive_from, send, receive, close).
-// Every operation is one SQE (IORING_OP_SENDMSG, RECVMSG, CONNECT) and an awaitable that
+// Every transfer is one request (IORING_OP_SENDMSG, RECVMSG) and an awaitable that
 // allocates nothing: the msghdr, its iovec and the peer's address live in the operation object,
 // that is in the awaiting coroutine's frame. Each composes with with_timeout / with_deadline
 // exactly like TCP: on a timeout the SQE is cancelled and its completion awaited before the
@@ -92,16 +92,24 @@ class udp_receive_from_operation
   cogwheel::result<std::pair<std::size_t, socket_address>> make_result(int res) noexcept;
 };
 
-class udp_connect_operation : public kernel_operation<udp_connect_operation, cogwheel::result<void>> {
+// connect(2) on a UDP socket never blocks (it picks a route and records the peer), so, like
+// shutdown, it is a plain syscall made when the operation starts, not a request. It also learns
+// the local address the route gave (the bound port, now with a specific IP; an unbound socket
+// gets a port) and stores it at *local, which must stay put from construction to start (the
+// socket is not moved in between, as for every operation on it).
+class udp_connect_operation : public operation<udp_connect_operation> {
  public:
-  udp_connect_operation(fd_operations& owner, int fd, const socket_address& to) noexcept
-      : kernel_operation(&owner), fd_(fd), to_(to) {}
-  void prepare(io_request& req) noexcept;
-  cogwheel::result<void> make_result(int res) noexcept;
+  udp_connect_operation(int fd, const socket_address& to, socket_address* local) noexcept
+      : fd_(fd), to_(to), local_(local) {}
+  std::coroutine_handle<> start(continuation c) noexcept;
+  void cancel() noexcept {}
+  cogwheel::result<void> result() const noexcept { return outcome_; }
 
  private:
   int fd_;
-  socket_address to_;  // read by the kernel until the completion
+  socket_address to_;
+  socket_address* local_;
+  cogwheel::result<void> outcome_;
 };
 
 }  // namespace detail
@@ -115,8 +123,9 @@ struct udp_options {
 class udp_socket {
  public:
   udp_socket() noexcept = default;
-  // Takes ownership of a UDP socket.
-  explicit udp_socket(int fd) noexcept : sock_(fd) {}
+  // Takes ownership of a bound UDP socket and learns its local address (getsockname); if that
+  // fails (fd is not an IPv4/IPv6 socket), local_address() is 0.0.0.0:0 until connect().
+  explicit udp_socket(int fd) noexcept;
   // As for tcp_stream: operations in flight move with the socket (on their thread), and
   // assigning onto a socket closes it first.
   udp_socket(udp_socket&&) noexcept = default;
@@ -127,8 +136,9 @@ class udp_socket {
   static cogwheel::result<udp_socket> bind(const socket_address& at, udp_options options = {});
 
   // awaitable<cogwheel::result<void>>: sets the default peer for send()/receive() and accepts
-  // datagrams from it only.
-  detail::udp_connect_operation connect(const socket_address& to) noexcept { return {sock_.operations(), sock_.fd(), to}; }
+  // datagrams from it only; local_address() becomes the one the route gave (a socket bound to
+  // 0.0.0.0 now has the interface's IP). Completes at once: connect(2) never blocks on UDP.
+  detail::udp_connect_operation connect(const socket_address& to) noexcept { return {sock_.fd(), to, &local_}; }
   // awaitable<cogwheel::result<size_t>>: one datagram to `to` (copied: it need not outlive the
   // operation; `data` must).
   detail::udp_send_operation send_to(std::span<const std::byte> data, const socket_address& to) noexcept {
@@ -150,10 +160,13 @@ class udp_socket {
   // Gives up the descriptor without closing it (-1 if none); operations in flight are
   // cancelled, and the number may be closed or reused as soon as this returns.
   int release() noexcept { return sock_.release(); }
-  cogwheel::result<socket_address> local_address() const noexcept;
+  // The address the socket is bound to, learnt by bind() and again by connect() (no syscall
+  // here). 0.0.0.0:0 when !is_open().
+  socket_address local_address() const noexcept { return is_open() ? local_ : socket_address{}; }
 
  private:
   detail::socket_handle sock_;
+  socket_address local_;  // kept here, not in sock_, which every socket shares
 };
 
 }  // namespace cogwheel
