@@ -41,8 +41,6 @@ namespace cogwheel {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
-
 // A wake-up for one waiter: notify() completes the waiting wait() at the next iteration, or,
 // when none waits, makes the next wait() complete at once.
 class signal_event {
