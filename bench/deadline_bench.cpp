@@ -80,12 +80,7 @@ void bm_udp_send(benchmark::State& state, bool scoped) {
     state.SkipWithError("cannot bind UDP sockets on loopback");
     return;
   }
-  auto to = sink->local_address();
-  if (!to) {
-    state.SkipWithError("no local address");
-    return;
-  }
-  const socket_address target = *to;
+  const socket_address target = sink->local_address();
   run_maybe_scoped([&]() -> task<void> {
     const std::byte payload[16]{};
     for (auto _ : state) {

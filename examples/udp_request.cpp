@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
         co_return;
       }
       std::printf("udp_request server: %s, dropping %.0f%%, delaying %.0f%% of replies; Ctrl-C stops\n",
-                  s->local_address()->to_string().c_str(), cfg.drop * 100, cfg.delay_share * 100);
+                  s->local_address().to_string().c_str(), cfg.drop * 100, cfg.delay_share * 100);
       std::fflush(stdout);
       co_await lossy_echo_server(*s, cfg, report);
     });
@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
   server_report served;
   const client_report report = run([](udp_socket& s, const settings& cfg, server_report& served) -> task<client_report> {
     spawn(lossy_echo_server(s, cfg, served));
-    co_return co_await run_clients(*s.local_address(), cfg);
+    co_return co_await run_clients(s.local_address(), cfg);
   }(*s, cfg, served), options);
   print(served);
   print(report, cfg);

@@ -169,7 +169,7 @@ void accept_operation::cancel() noexcept {
 
 cogwheel::result<tcp_stream> accept_operation::result() {
   if (outcome_.fd < 0) return errno_code(outcome_.error);
-  return tcp_stream(std::exchange(outcome_.fd, -1));
+  return connected_stream(std::exchange(outcome_.fd, -1));
 }
 
 }  // namespace cogwheel::detail

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cerrno>
 #include <vector>
@@ -99,12 +100,6 @@ bool group_in_use(std::uint16_t g) noexcept {
   return std::any_of(live_pools.begin(), live_pools.end(), [g](const pool_state* p) { return p->group() == g; });
 }
 
-std::uint32_t round_up_pow2(std::uint32_t v) noexcept {
-  std::uint32_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
 // The calling core's shared pool, with the hook that drops it when the loop shuts down.
 struct shared_pool : shutdown_hook {
   buffer_pool pool;
@@ -124,7 +119,7 @@ result<pool_state*> pool_state::create(event_loop& loop, const buffer_pool_optio
   if (o.buffers == 0 || o.buffers > 32768 || o.buffer_size == 0) return errc::invalid_argument;
   auto* s = new pool_state();
   s->loop_ = &loop;
-  s->count_ = round_up_pow2(o.buffers);
+  s->count_ = std::bit_ceil(o.buffers);  // <= 32768 (checked above): no overflow
   s->size_ = o.buffer_size;
   live_pools.push_back(s);  // from here on ~pool_state undoes whatever was set up
   s->listed_ = true;

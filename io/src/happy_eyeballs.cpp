@@ -41,8 +41,6 @@ namespace cogwheel {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
-
 // A wake-up for one waiter: notify() completes the waiting wait() at the next iteration, or,
 // when none waits, makes the next wait() complete at once.
 class signal_event {
@@ -118,7 +116,7 @@ class attempt_operation : public detail::kernel_operation<attempt_operation, cog
   }
   void prepare(detail::io_request& req) noexcept { req.set(detail::io_opcode::connect, fd_, to_.data(), to_.size()); }
   cogwheel::result<tcp_stream> make_result(int res) {
-    if (error_ == 0 && res >= 0) return tcp_stream(std::exchange(fd_, -1));
+    if (error_ == 0 && res >= 0) return detail::connected_stream(std::exchange(fd_, -1));
     if (fd_ >= 0) detail::close_descriptor(std::exchange(fd_, -1));
     return errno_code(error_ != 0 ? error_ : res);
   }

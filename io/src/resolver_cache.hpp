@@ -10,12 +10,11 @@
 #include <vector>
 
 #include <cogwheel/io/address.hpp>
+#include <cogwheel/runtime/time.hpp>
 
 #include "resolver.hpp"
 
 namespace cogwheel::detail {
-
-using clock = std::chrono::steady_clock;
 
 // A name as the resolver compares it: ASCII lower case, without one trailing dot.
 std::string normalized_name(std::string_view name);

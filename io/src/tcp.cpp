@@ -69,10 +69,24 @@ cogwheel::result<tcp_stream> connect_operation::make_result(int res) {
     close_descriptor(std::exchange(fd_, -1));
     return errno_code(res);
   }
-  return tcp_stream(std::exchange(fd_, -1));
+  return connected_stream(std::exchange(fd_, -1));
+}
+
+cogwheel::result<tcp_stream> connected_stream(int fd) noexcept {
+  auto local = socket_address::local_of(fd);
+  if (!local) {
+    close_descriptor(fd);
+    return local.error();
+  }
+  return tcp_stream(fd, *local);
 }
 
 }  // namespace detail
+
+tcp_stream::tcp_stream(int fd) noexcept : sock_(fd) {
+  if (fd < 0) return;
+  if (auto local = socket_address::local_of(fd)) local_ = *local;
+}
 
 result<void> tcp_stream::set_nodelay(bool on) noexcept { return set_option(sock_.fd(), IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0); }
 result<void> tcp_stream::set_keepalive(bool on) noexcept { return set_option(sock_.fd(), SOL_SOCKET, SO_KEEPALIVE, on ? 1 : 0); }
@@ -85,15 +99,16 @@ result<void> tcp_stream::set_linger(bool on, int seconds) noexcept {
   return {};
 }
 
-result<socket_address> tcp_stream::local_address() const noexcept { return socket_address::local_of(sock_.fd()); }
 result<socket_address> tcp_stream::peer_address() const noexcept { return socket_address::peer_of(sock_.fd()); }
 
 tcp_listener::tcp_listener() noexcept = default;
-tcp_listener::tcp_listener(tcp_listener&& o) noexcept : acceptor_(std::exchange(o.acceptor_, nullptr)) {}
+tcp_listener::tcp_listener(tcp_listener&& o) noexcept
+    : acceptor_(std::exchange(o.acceptor_, nullptr)), local_(o.local_) {}
 tcp_listener& tcp_listener::operator=(tcp_listener&& o) noexcept {
   if (this != &o) {
     close();
     acceptor_ = std::exchange(o.acceptor_, nullptr);
+    local_ = o.local_;
   }
   return *this;
 }
@@ -115,15 +130,15 @@ result<tcp_listener> tcp_listener::bind(const socket_address& at, listen_options
   if (at.is_ipv6() && !set_option(fd, IPPROTO_IPV6, IPV6_V6ONLY, options.ipv6_only ? 1 : 0)) return fail(errno);
   if (::bind(fd, at.data(), at.size()) != 0) return fail(errno);
   if (::listen(fd, options.backlog) != 0) return fail(errno);
+  auto local = socket_address::local_of(fd);  // the port a port 0 bind chose
+  if (!local) {
+    detail::close_descriptor(fd);
+    return local.error();
+  }
   tcp_listener l;
   l.acceptor_ = new detail::acceptor(fd, options.max_unclaimed);
+  l.local_ = *local;
   return l;
-}
-
-socket_address tcp_listener::local_address() const {
-  if (!acceptor_) return {};
-  auto a = socket_address::local_of(acceptor_->fd());
-  return a ? *a : socket_address{};
 }
 
 }  // namespace cogwheel

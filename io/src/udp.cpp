@@ -67,20 +67,24 @@ result<std::pair<std::size_t, socket_address>> udp_receive_from_operation::make_
   return std::pair<std::size_t, socket_address>(*n, *from);
 }
 
-void udp_connect_operation::prepare(io_request& req) noexcept {
-  req.set(io_opcode::connect, fd_, to_.data(), to_.size());
-}
-
-result<void> udp_connect_operation::make_result(int res) noexcept {
-  if (res < 0) return errno_code(res);
-  return {};
+std::coroutine_handle<> udp_connect_operation::start(continuation c) noexcept {
+  if (::connect(fd_, to_.data(), to_.size()) != 0) {
+    outcome_ = errno_code(errno);
+  } else if (auto local = socket_address::local_of(fd_); !local) {
+    outcome_ = local.error();
+  } else {
+    *local_ = *local;
+  }
+  return c.complete();
 }
 
 }  // namespace detail
 
 result<udp_socket> udp_socket::bind(const socket_address& at, udp_options options) {
-  udp_socket s(::socket(at.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!s.is_open()) return errno_code(errno);
+  const int fd = ::socket(at.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno_code(errno);
+  udp_socket s;
+  s.sock_ = detail::socket_handle(fd);  // not udp_socket(fd): nothing is bound yet to learn
   auto set = [&s](int level, int name, bool on) {
     const int value = on ? 1 : 0;
     return ::setsockopt(s.native_handle(), level, name, &value, sizeof value) == 0;
@@ -89,10 +93,15 @@ result<udp_socket> udp_socket::bind(const socket_address& at, udp_options option
   if (options.reuse_port && !set(SOL_SOCKET, SO_REUSEPORT, true)) return errno_code(errno);
   if (at.is_ipv6() && !set(IPPROTO_IPV6, IPV6_V6ONLY, options.ipv6_only)) return errno_code(errno);
   if (::bind(s.native_handle(), at.data(), at.size()) != 0) return errno_code(errno);
+  auto local = socket_address::local_of(s.native_handle());  // the port a port 0 bind chose
+  if (!local) return local.error();
+  s.local_ = *local;
   return s;
 }
 
-
-result<socket_address> udp_socket::local_address() const noexcept { return socket_address::local_of(sock_.fd()); }
+udp_socket::udp_socket(int fd) noexcept : sock_(fd) {
+  if (fd < 0) return;
+  if (auto local = socket_address::local_of(fd)) local_ = *local;
+}
 
 }  // namespace cogwheel

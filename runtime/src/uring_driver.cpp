@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -15,19 +16,17 @@ static_assert(io_flag_buffer == IORING_CQE_F_BUFFER && io_buffer_id_shift == IOR
 
 namespace {
 
-unsigned round_up_pow2(unsigned v) {
-  unsigned p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
+// v rounded up to a power of two, as the kernel sizes rings. Above 2^31 bit_ceil has no answer:
+// such a size gives 2^31, which io_uring_queue_init refuses (EINVAL), as it would v.
+unsigned ring_size(unsigned v) noexcept { return std::bit_ceil(std::min(v, 1u << 31)); }
 
 }  // namespace
 
 std::unique_ptr<uring_driver> uring_driver::try_create(const runtime_options& options, live_metrics& stats,
                                                        std::vector<completion>& set_aside, int& error) {
   std::unique_ptr<uring_driver> d(new uring_driver(stats, set_aside));
-  const unsigned sq = round_up_pow2(options.sq_entries == 0 ? 1 : options.sq_entries);
-  const unsigned cq = options.cq_entries == 0 ? 4 * sq : round_up_pow2(options.cq_entries);
+  const unsigned sq = ring_size(options.sq_entries == 0 ? 1 : options.sq_entries);
+  const unsigned cq = options.cq_entries == 0 ? 4 * sq : ring_size(options.cq_entries);
   // Preferred set-up first (one issuer, task work deferred to our own io_uring_enter: measured
   // cheaper per completion), then fallbacks for older kernels.
   const unsigned attempts[] = {

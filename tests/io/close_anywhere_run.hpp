@@ -135,10 +135,10 @@ struct case_state {
       if (!a || !b) co_return "set-up: udp bind";
       udp = std::move(*a);
       udp_peer = std::move(*b);
-      udp_peer_at = *udp_peer->local_address();
+      udp_peer_at = udp_peer->local_address();
       if (sc.op != op_kind::udp_connect) {
         auto c = co_await udp->connect(udp_peer_at);
-        auto d = co_await udp_peer->connect(*udp->local_address());
+        auto d = co_await udp_peer->connect(udp->local_address());
         if (!c || !d) co_return "set-up: udp connect";
       }
       const auto data = pattern_bytes(512);

@@ -224,7 +224,7 @@ TEST(happy_eyeballs, numeric_hosts_and_a_local_address) {
     auto local = socket_address::from_ip("127.0.0.2", 0);
     auto s = co_await with_timeout(tcp_stream::connect("127.0.0.1", port, {.local_address = *local}), 5s);
     CO_ASSERT_OK(s);
-    EXPECT_EQ(s->local_address()->to_string().rfind("127.0.0.2:", 0), 0u);
+    EXPECT_EQ(s->local_address().to_string().rfind("127.0.0.2:", 0), 0u);
     CO_ASSERT_OK(co_await with_timeout(l.accept(), 5s));
     auto wrong = co_await tcp_stream::connect("::1", port, {.local_address = *local});
     EXPECT_EQ(wrong.error(), errc::address_family_not_supported);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <coroutine>
 #include <exception>
+#include <ostream>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -125,3 +126,8 @@ inline frame_holder hold(task<void> t) { co_await std::move(t); }
 inline runtime_options paused() { return runtime_options{.paused_clock = true}; }
 
 }  // namespace cogwheel::io_test
+
+namespace cogwheel {
+// gtest prints a socket_address as "127.0.0.1:8080", not as 128 bytes (found by ADL).
+inline void PrintTo(const socket_address& a, std::ostream* os) { *os << a.to_string(); }
+}  // namespace cogwheel

@@ -31,10 +31,7 @@ bool ipv6_available() {
   return udp_socket::bind(socket_address::ipv6_loopback(0)).has_value();
 }
 
-socket_address address_of(const udp_socket& s) {
-  auto a = s.local_address();
-  return a ? *a : socket_address{};
-}
+socket_address address_of(const udp_socket& s) { return s.local_address(); }
 
 struct socket_pair {
   udp_socket a;
@@ -81,6 +78,33 @@ TEST(udp, datagrams_reach_their_destination_with_the_senders_ipv4_address) {
 TEST(udp, datagrams_reach_their_destination_with_the_senders_ipv6_address) {
   if (!ipv6_available()) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
   ping_pong_unconnected(socket_address::ipv6_loopback(0));
+}
+
+// Written the tcp_listener way: local_address() is a plain socket_address, the bound port.
+TEST(udp, local_address_is_the_bound_address_as_for_a_listener) {
+  auto s = udp_socket::bind(socket_address::ipv4_loopback(0));
+  ASSERT_TRUE(s);
+  const socket_address at = s->local_address();
+  EXPECT_NE(at.port(), 0);
+  EXPECT_EQ(at, socket_address::parse("127.0.0.1:" + std::to_string(at.port())).value());
+  EXPECT_EQ(at, socket_address::local_of(s->native_handle()).value());
+  s->close();
+  EXPECT_EQ(s->local_address(), socket_address{});
+}
+
+// Bound to 0.0.0.0, a socket has no IP of its own until connect() picks a route.
+TEST(udp, connect_learns_the_local_ip_the_route_gave) {
+  run([]() -> task<void> {
+    auto any = udp_socket::bind(socket_address::ipv4_any(0));
+    auto peer = udp_socket::bind(socket_address::ipv4_loopback(0));
+    CO_ASSERT_OK(any);
+    CO_ASSERT_OK(peer);
+    const std::uint16_t port = any->local_address().port();
+    EXPECT_EQ(any->local_address(), socket_address::ipv4_any(port));
+    CO_ASSERT_OK(co_await any->connect(peer->local_address()));
+    EXPECT_EQ(any->local_address(), socket_address::ipv4_loopback(port));
+    EXPECT_EQ(any->local_address(), socket_address::local_of(any->native_handle()).value());
+  }());
 }
 
 TEST(udp, connected_sockets_exchange_with_send_and_receive_and_hear_no_stranger) {

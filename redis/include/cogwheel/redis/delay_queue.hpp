@@ -1,30 +1,31 @@
-// delay_queue: durable delayed jobs in Redis sorted sets, shared by every core of every process
-// pointed at the same Redis, with the local wheel waking each worker when jobs fall due.
-//
-// Keys (the {name} hash tag keeps them in one Cluster slot):
-//   {name}:due       ZSET id -> due time (ms since the epoch, Redis's clock)
-//   {name}:inflight  ZSET id -> lease expiry of a claimed job
-//   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far
-//   {name}:lease     HASH id -> the fencing token of its current claim
-//   {name}:token     the counter tokens come from (INCR)
-//   {name}:dead      ZSET id -> time it was given up;  {name}:reason  HASH id -> why
-//   channel {name}:wake   published with the due time when a job becomes the earliest
-//
-// Guarantees: at-least-once; never before its due time by Redis's TIME (a prefetched job
-// starts at the local time the claim's reply arrived + (due - the server's TIME in that
-// reply)); every claim carries a fencing token, greater than every earlier token of the job,
-// and acknowledging, failing, extending or handing back a job is refused by the server unless
-// the token is the job's current one. A handler runs under a deadline that ends a margin before
-// its lease; a worker that stalls past it (a stopped process, a long GC-like pause) loses the
-// job to the next claimant and its late reports are refused: side effects that must not happen
-// twice compare job::token (see docs/redis.md, "Fencing").
-//
-// Workers do not poll: each claim (one Lua script) also returns the earliest due time and
-// lease expiry; the worker sleeps on its core's wheel until then (capped by max_wait), and a
-// Pub/Sub message wakes it early when a producer schedules something earlier. With a
-// lookahead, one claim takes the jobs due within it and holds them on the wheel.
-//
-// Threading: a delay_queue belongs to one core, like its client; run one per core.
+/// @file
+/// delay_queue: durable delayed jobs in Redis sorted sets, shared by every core of every process
+/// pointed at the same Redis, with the local wheel waking each worker when jobs fall due.
+///
+/// Keys (the {name} hash tag keeps them in one Cluster slot):
+///   {name}:due       ZSET id -> due time (ms since the epoch, Redis's clock)
+///   {name}:inflight  ZSET id -> lease expiry of a claimed job
+///   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far
+///   {name}:lease     HASH id -> the fencing token of its current claim
+///   {name}:token     the counter tokens come from (INCR)
+///   {name}:dead      ZSET id -> time it was given up;  {name}:reason  HASH id -> why
+///   channel {name}:wake   published with the due time when a job becomes the earliest
+///
+/// Guarantees: at-least-once; never before its due time by Redis's TIME (a prefetched job
+/// starts at the local time the claim's reply arrived + (due - the server's TIME in that
+/// reply)); every claim carries a fencing token, greater than every earlier token of the job,
+/// and acknowledging, failing, extending or handing back a job is refused by the server unless
+/// the token is the job's current one. A handler runs under a deadline that ends a margin before
+/// its lease; a worker that stalls past it (a stopped process, a long GC-like pause) loses the
+/// job to the next claimant and its late reports are refused: side effects that must not happen
+/// twice compare job::token (see docs/redis.md, "Fencing").
+///
+/// Workers do not poll: each claim (one Lua script) also returns the earliest due time and
+/// lease expiry; the worker sleeps on its core's wheel until then (capped by max_wait), and a
+/// Pub/Sub message wakes it early when a producer schedules something earlier. With a
+/// lookahead, one claim takes the jobs due within it and holds them on the wheel.
+///
+/// Threading: a delay_queue belongs to one core, like its client; run one per core.
 #pragma once
 
 #include <array>
@@ -50,12 +51,13 @@
 
 namespace cogwheel::redis {
 
+/// The clock of due times: wall time, as Redis's own clock counts (not the loop's steady clock).
 using wall_clock = std::chrono::system_clock;
 
 /// A claimed job, as its handler sees it.
 struct job {
-  std::string id;
-  std::string payload;
+  std::string id;       ///< the job's id, as given to schedule()
+  std::string payload;  ///< its bytes, as given to schedule()
   std::int64_t due_ms = 0;   ///< as scheduled, ms since the epoch (Redis's clock)
   std::int64_t attempt = 1;  ///< claims of this job so far, this one included
   /// The claim's fencing token: greater than every earlier claim's of this job. A side effect
@@ -83,10 +85,12 @@ struct worker_options {
   /// The handler's deadline ends this long before the lease does (default: visibility / 10,
   /// at most 1 s): the time its last report takes to reach Redis.
   std::chrono::milliseconds lease_margin{-1};
+  /// The longest the worker sleeps between claims when no job is known to be due sooner (a
+  /// producer's announcement of an earlier job wakes it before).
   std::chrono::milliseconds max_wait{1000};
   unsigned concurrency = 64;  ///< jobs running or held (prefetched) at once on this worker
   std::chrono::milliseconds retry_initial{100};  ///< back-off after a failure, doubling
-  std::chrono::milliseconds retry_max{60000};
+  std::chrono::milliseconds retry_max{60000};  ///< the retry back-off's ceiling
   unsigned max_attempts = 10;  ///< claims of a job before it moves to {name}:dead
   /// Extra sleep after the next due time, so that one claim takes every job due within it
   /// (without lookahead: trades this much lateness for fewer claims).
@@ -106,10 +110,10 @@ struct worker_options {
 /// Due-to-start lateness, a plain log2 histogram in microseconds (bucket i counts lateness in
 /// [2^(i-1), 2^i) us; bucket 0 counts lateness under 1 us).
 struct lateness_stats {
-  std::uint64_t count = 0;
-  std::uint64_t sum_us = 0;
-  std::uint64_t max_us = 0;
-  std::array<std::uint64_t, 32> buckets{};
+  std::uint64_t count = 0;                  ///< starts recorded
+  std::uint64_t sum_us = 0;                 ///< their total lateness, for the mean
+  std::uint64_t max_us = 0;                 ///< the largest lateness recorded
+  std::array<std::uint64_t, 32> buckets{};  ///< counts per log2 bucket (see the struct comment)
   /// Counts one start `us` late (a negative lateness counts as 0).
   void record(std::int64_t us) noexcept;
   /// The upper bound of the bucket holding quantile q (0..1) in us; 0 when empty.
@@ -121,31 +125,31 @@ struct worker_stats {
   std::uint64_t claims = 0;        ///< claim scripts run
   std::uint64_t jobs = 0;          ///< jobs claimed
   std::uint64_t fired = 0;         ///< handlers started
-  std::uint64_t acked = 0;
+  std::uint64_t acked = 0;         ///< jobs acknowledged (their handler succeeded)
   std::uint64_t ack_batches = 0;   ///< acknowledgement scripts run
   std::uint64_t failed = 0;        ///< handler errors, exceptions and timeouts
   std::uint64_t retries = 0;       ///< failures the server scheduled again
   std::uint64_t lost_leases = 0;   ///< acks, failures or extensions refused: another claim holds the job
   std::uint64_t dead = 0;          ///< jobs this worker's scripts moved to the dead set
   std::uint64_t handed_back = 0;   ///< claimed jobs released unstarted on stop
-  std::uint64_t woken_by_message = 0;
+  std::uint64_t woken_by_message = 0;  ///< sleeps cut short by a producer's announcement of an earlier job
   lateness_stats lateness;         ///< due time to handler start, by the server's clock
 };
 
 /// Counts of a queue's sets.
 struct queue_depth {
-  std::int64_t due = 0;
-  std::int64_t in_flight = 0;
-  std::int64_t dead = 0;
+  std::int64_t due = 0;        ///< jobs scheduled and not claimed (due or not yet)
+  std::int64_t in_flight = 0;  ///< jobs claimed and not yet acknowledged, failed or expired
+  std::int64_t dead = 0;       ///< jobs given up (list_dead())
 };
 
 /// A job in the dead set.
 struct dead_job {
-  std::string id;
-  std::string payload;
+  std::string id;            ///< the job's id
+  std::string payload;       ///< its bytes
   std::int64_t died_ms = 0;  ///< when it was given up (Redis's clock)
-  std::int64_t attempts = 0;
-  std::string reason;
+  std::int64_t attempts = 0; ///< claims it had
+  std::string reason;        ///< why it was given up (the last failure's message, an oversized payload...)
 };
 
 /// Durable delayed jobs on Redis: producers' and operators' calls, and the worker (run).

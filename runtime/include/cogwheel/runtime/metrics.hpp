@@ -1,15 +1,16 @@
-// What an operator sees of a runtime: per-core counters, gauges and histograms (timer
-// lateness, iteration duration, time per phase), as snapshots taken from any thread, plus the
-// counters and histograms libraries and users register. to_prometheus() (prometheus.hpp)
-// writes a snapshot in Prometheus's text format.
-//
-// Every core keeps its own (nothing shared on the hot path, nothing allocated): single-writer
-// cells that the owning core updates with relaxed atomic loads and stores and that any thread
-// reads with relaxed loads. Counting is on unless runtime_options::metrics turns it off (then
-// the counters of correctness, iterations, completions, timers fired, still count).
-//
-// Threading: this_core_metrics() on a loop thread; snapshot_metrics() and the registration
-// functions on any thread.
+/// @file
+/// What an operator sees of a runtime: per-core counters, gauges and histograms (timer
+/// lateness, iteration duration, time per phase), as snapshots taken from any thread, plus the
+/// counters and histograms libraries and users register. to_prometheus() (prometheus.hpp)
+/// writes a snapshot in Prometheus's text format.
+///
+/// Every core keeps its own (nothing shared on the hot path, nothing allocated): single-writer
+/// cells that the owning core updates with relaxed atomic loads and stores and that any thread
+/// reads with relaxed loads. Counting is on unless runtime_options::metrics turns it off (then
+/// the counters of correctness, iterations, completions, timers fired, still count).
+///
+/// Threading: this_core_metrics() on a loop thread; snapshot_metrics() and the registration
+/// functions on any thread.
 #pragma once
 
 #include <array>
@@ -129,8 +130,8 @@ struct registered_value {
   std::string help;    ///< one line for HELP
   std::string labels;  ///< extra labels, already formatted (`queue="jobs"`), may be empty
   int core = -1;       ///< the core that registered it (a `core` label), -1 for none
-  bool is_counter = true;
-  double value = 0;
+  bool is_counter = true;  ///< exported as a counter (`_total`, monotonic) or, when false, a gauge
+  double value = 0;        ///< the value when the snapshot was taken
 };
 
 /// A histogram registered by a library or user (see register_histogram).

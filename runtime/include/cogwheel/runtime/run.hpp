@@ -1,6 +1,7 @@
-// run(task): drives a loop on the calling thread until the task finishes; its value, or its
-// exception rethrown. Tasks it spawned and that are still suspended are destroyed at the end
-// (their awaiters cancel their timers and wait out their in-flight operations).
+/// @file
+/// run(task): drives a loop on the calling thread until the task finishes; its value, or its
+/// exception rethrown. Tasks it spawned and that are still suspended are destroyed at the end
+/// (their awaiters cancel their timers and wait out their in-flight operations).
 #pragma once
 
 #include <coroutine>
@@ -37,8 +38,12 @@ class loop_owner {
 
 }  // namespace detail
 
-// Runs a loop on the calling thread until `main` finishes. Precondition: the thread runs no
-// other cogwheel loop.
+/// Runs a loop on the calling thread until `main` finishes; returns its value or rethrows its
+/// exception. The loop (and its io_uring or epoll set) is created here and torn down before
+/// returning, after destroying the spawned tasks still suspended. Throws std::system_error when
+/// the loop cannot be set up (the message names the cause and the fix), std::invalid_argument
+/// for a bad COGWHEEL_BACKEND, std::logic_error when the thread already runs a cogwheel loop,
+/// and std::runtime_error when the loop was stopped before `main` finished.
 template <class T>
 T run(task<T> main, const runtime_options& options = {}) {
   detail::loop_owner loop(options);

@@ -1,37 +1,38 @@
-// with_timeout(op, d), with_deadline(op, t), with_deadline(op, deadline&): race an operation
-// against a timer of the core's wheel (or heap).
-//
-//   op completes first: the timer is cancelled (O(1)) and op's outcome returned.
-//   the timer fires first: op is cancelled (ASYNC_CANCEL for a kernel operation, a stop request
-//   for a task) and awaited until it has really completed, so the kernel is done with the
-//   caller's buffer and the task has finished, before the caller resumes.
-//
-// The one rule for what the caller gets once the timer has fired, for every kind of op: an
-// outcome that can say whether it was cut short is returned as it is when it says "not by
-// you", i.e. a result<U> holding a value (bytes read or written are never lost) or an error
-// other than errc::operation_canceled (a real failure that raced the timer); everything else
-// (operation_canceled, a void operation, a task<T> with a plain T, which cannot tell) becomes
-// errc::timed_out. A task that must keep a value it finished despite the timeout returns
-// result<U>. Timers due in the same tick fire in the order they were filed.
-//
-// Scopes (docs/deadlines.md): around a task, these open a deadline scope; everything the task
-// awaits runs under the earliest deadline of the scopes around it (co_await current_deadline()).
-// A scope whose deadline is not earlier than that arms no timer: the scope around it fires
-// first, stops the task, and answers timed_out itself (this one answers operation_canceled, as
-// when its caller is stopped); if the deadline that came first is a movable `deadline`, a reset
-// that pushes it past this scope's makes this scope arm its timer then. When a scope around has
-// already run out, or the caller is already stopped, op is not started at all: the caller gets
-// operation_canceled (and an expired `deadline&` of its own: timed_out). An own time point
-// already past is raced as any other: the timer fires at the next iteration.
-//
-// shielded(op, grace) runs op outside every scope around it and unreached by the caller's stop:
-// cleanup that must run after the deadline (a close_notify, an acknowledgement), bounded by its
-// own grace as with_timeout(op, grace) would.
-//
-// `op` is a cancellable_operation (sleeps, socket operations, interval ticks) or a task<T>. The
-// result is result<U> when op yields result<U>, result<void> when op yields void, else
-// result<T>. An exception thrown by a task propagates. The awaiter (timer node included) lives
-// in the awaiting coroutine's frame: nothing is allocated.
+/// @file
+/// with_timeout(op, d), with_deadline(op, t), with_deadline(op, deadline&): race an operation
+/// against a timer of the core's wheel (or heap).
+///
+///   op completes first: the timer is cancelled (O(1)) and op's outcome returned.
+///   the timer fires first: op is cancelled (ASYNC_CANCEL for a kernel operation, a stop request
+///   for a task) and awaited until it has really completed, so the kernel is done with the
+///   caller's buffer and the task has finished, before the caller resumes.
+///
+/// The one rule for what the caller gets once the timer has fired, for every kind of op: an
+/// outcome that can say whether it was cut short is returned as it is when it says "not by
+/// you", i.e. a `result<U>` holding a value (bytes read or written are never lost) or an error
+/// other than errc::operation_canceled (a real failure that raced the timer); everything else
+/// (operation_canceled, a void operation, a task<T> with a plain T, which cannot tell) becomes
+/// errc::timed_out. A task that must keep a value it finished despite the timeout returns
+/// `result<U>`. Timers due in the same tick fire in the order they were filed.
+///
+/// Scopes (docs/deadlines.md): around a task, these open a deadline scope; everything the task
+/// awaits runs under the earliest deadline of the scopes around it (co_await current_deadline()).
+/// A scope whose deadline is not earlier than that arms no timer: the scope around it fires
+/// first, stops the task, and answers timed_out itself (this one answers operation_canceled, as
+/// when its caller is stopped); if the deadline that came first is a movable `deadline`, a reset
+/// that pushes it past this scope's makes this scope arm its timer then. When a scope around has
+/// already run out, or the caller is already stopped, op is not started at all: the caller gets
+/// operation_canceled (and an expired `deadline&` of its own: timed_out). An own time point
+/// already past is raced as any other: the timer fires at the next iteration.
+///
+/// shielded(op, grace) runs op outside every scope around it and unreached by the caller's stop:
+/// cleanup that must run after the deadline (a close_notify, an acknowledgement), bounded by its
+/// own grace as with_timeout(op, grace) would.
+///
+/// `op` is a cancellable_operation (sleeps, socket operations, interval ticks) or a task<T>. The
+/// result is `result<U>` when op yields `result<U>`, result<void> when op yields void, else
+/// result<T>. An exception thrown by a task propagates. The awaiter (timer node included) lives
+/// in the awaiting coroutine's frame: nothing is allocated.
 #pragma once
 
 #include <chrono>
@@ -264,11 +265,18 @@ using timeout_awaiter_for = timeout_awaiter<decltype(as_operation(std::declval<O
 
 }  // namespace detail
 
+/// Races `op` (an operation, or a task<T>: see the file comment) against a timer at `t`, on the
+/// loop's clock. awaitable: op's outcome (a result<T> stays one; a task<T>'s T becomes
+/// result<T>), or errc::timed_out when the timer won; op has finished either way (a kernel
+/// operation's buffer is free again). A `t` already passed times out at the next iteration unless
+/// op completes first. A task inside runs under this deadline (current_deadline()).
 template <class Op>
 [[nodiscard]] auto with_deadline(Op&& op, clock::time_point t) {
   return detail::timeout_awaiter_for<Op>(detail::as_operation(std::forward<Op>(op)), t);
 }
 
+/// with_deadline(op, t) against a shared deadline object: the race ends at d.expiry(), and a
+/// d.reset() while op runs moves the end (later or earlier). `d` must outlive the co_await.
 template <class Op>
 [[nodiscard]] auto with_deadline(Op&& op, deadline& d) {
   return detail::timeout_awaiter_for<Op>(detail::as_operation(std::forward<Op>(op)), d);
@@ -283,18 +291,19 @@ clock::time_point deadline_after(std::chrono::duration<Rep, Period> d) noexcept 
 }
 }  // namespace detail
 
-// d <= 0 times out at the next loop iteration unless op completes first (a task inside finds its
-// operations refused at once: its scope has run out); a d so large that now + d overflows
-// (hours::max() included: any duration type converts with saturation) never times out.
+/// with_deadline(op, now() + d). d <= 0 times out at the next loop iteration unless op
+/// completes first (a task inside finds its operations refused at once: its scope has run
+/// out); a d so large that now + d overflows (hours::max() included: any duration type
+/// converts with saturation) never times out.
 template <class Op, class Rep, class Period>
 [[nodiscard]] auto with_timeout(Op&& op, std::chrono::duration<Rep, Period> d) {
   return with_deadline(std::forward<Op>(op), detail::deadline_after(d));
 }
 
-// Runs op (what with_timeout takes; the result is flattened the same way) outside every scope
-// around the caller and unreached by the caller's stop, bounded by grace from now: cleanup that
-// must happen after the deadline. The caller's deadline passing or its stop still reaches what
-// it does after this.
+/// Runs op (what with_timeout takes; the result is flattened the same way) outside every scope
+/// around the caller and unreached by the caller's stop, bounded by grace from now: cleanup that
+/// must happen after the deadline. The caller's deadline passing or its stop still reaches what
+/// it does after this.
 template <class Op, class Rep, class Period>
 [[nodiscard]] auto shielded(Op&& op, std::chrono::duration<Rep, Period> grace) {
   return detail::timeout_awaiter_for<Op>(detail::as_operation(std::forward<Op>(op)), detail::deadline_after(grace),

@@ -1,8 +1,9 @@
-// when_all: runs tasks concurrently on the current core and completes when all have finished.
-// Results come back in argument order (std::monostate for task<void>). If any task throws, the
-// first exception (in argument order) is rethrown after all have finished. A stop request
-// (a timeout above it) is passed on to every task, and every task runs in the deadline scopes
-// of the awaiting task (co_await current_deadline() answers the same in each).
+/// @file
+/// when_all: runs tasks concurrently on the current core and completes when all have finished.
+/// Results come back in argument order (std::monostate for task<void>). If any task throws, the
+/// first exception (in argument order) is rethrown after all have finished. A stop request
+/// (a timeout above it) is passed on to every task, and every task runs in the deadline scopes
+/// of the awaiting task (co_await current_deadline() answers the same in each).
 #pragma once
 
 #include <array>
@@ -183,13 +184,17 @@ class when_all_range_awaiter {
 
 }  // namespace detail
 
-// co_await when_all(a(), b(), c()) -> std::tuple of their values.
+/// co_await when_all(a(), b(), c()) -> std::tuple of their values, in argument order
+/// (std::monostate for a task<void>). The tasks run concurrently on this core; the first
+/// exception in argument order is rethrown once all have finished.
 template <class... Ts>
 [[nodiscard]] auto when_all(task<Ts>... tasks) {
   return detail::when_all_awaiter<Ts...>(std::move(tasks)...);
 }
 
-// co_await when_all(std::move(vector_of_tasks)) -> std::vector of their values.
+/// co_await when_all(std::move(vector_of_tasks)) -> std::vector of their values, in the
+/// vector's order (std::monostate for task<void>); exceptions as for the variadic form. An empty
+/// vector completes at once. Allocates one shared latch per call.
 template <class T>
 [[nodiscard]] auto when_all(std::vector<task<T>> tasks) {
   return detail::when_all_range_awaiter<T>(std::move(tasks));

@@ -1,15 +1,16 @@
-// when_any: runs tasks concurrently on the current core; the first to finish wins. The others
-// are then asked to stop (their pending operation completes with errc::operation_canceled) and
-// awaited: when co_await when_any(...) returns, every child has finished and its frame is gone
-// with the awaiter, so nothing a loser held (a socket, a timer) outlives the race.
-//
-// Children are started in argument order; once one has finished, those not yet started are
-// never started. A stop request (a timeout above it) is passed on to every running child; the
-// winner is then whichever finishes first anyway (typically with operation_canceled).
-//
-// The outcome: the winner's index and its value (std::monostate for task<void>). If the winner
-// threw, its exception is rethrown; what the losers return or throw is dropped, so a loser that
-// produced something it owns (a connected stream) releases it when the awaiter goes.
+/// @file
+/// when_any: runs tasks concurrently on the current core; the first to finish wins. The others
+/// are then asked to stop (their pending operation completes with errc::operation_canceled) and
+/// awaited: when co_await when_any(...) returns, every child has finished and its frame is gone
+/// with the awaiter, so nothing a loser held (a socket, a timer) outlives the race.
+///
+/// Children are started in argument order; once one has finished, those not yet started are
+/// never started. A stop request (a timeout above it) is passed on to every running child; the
+/// winner is then whichever finishes first anyway (typically with operation_canceled).
+///
+/// The outcome: the winner's index and its value (std::monostate for task<void>). If the winner
+/// threw, its exception is rethrown; what the losers return or throw is dropped, so a loser that
+/// produced something it owns (a connected stream) releases it when the awaiter goes.
 #pragma once
 
 #include <array>
@@ -27,13 +28,13 @@
 
 namespace cogwheel {
 
-// What co_await when_any(a, b, ...) gives: `index` is the winner's position among the
-// arguments, and `value` holds its value at that same index (std::get<I>(value), or std::visit
-// when every task has the same type).
+/// What co_await when_any(a, b, ...) gives: `index` is the winner's position among the
+/// arguments, and `value` holds its value at that same index (std::get<I>(value), or std::visit
+/// when every task has the same type).
 template <class... Ts>
 struct when_any_result {
-  std::size_t index = 0;
-  std::variant<detail::when_all_value_t<Ts>...> value;
+  std::size_t index = 0;  ///< the winner's position among when_any's arguments
+  std::variant<detail::when_all_value_t<Ts>...> value;  ///< its value, at alternative `index`
 };
 
 namespace detail {
@@ -166,9 +167,9 @@ class when_any_awaiter {
 
 }  // namespace detail
 
-// co_await when_any(a(), b(), ...) -> when_any_result: the first task to finish, by index, with
-// its value; every other task has been stopped and has finished before this returns. At least
-// one task.
+/// co_await when_any(a(), b(), ...) -> when_any_result: the first task to finish, by index, with
+/// its value; every other task has been stopped and has finished before this returns. At least
+/// one task. A winner that threw: its exception is rethrown (after the others finished).
 template <class T0, class... Ts>
 [[nodiscard]] auto when_any(task<T0> first, task<Ts>... rest) {
   return detail::when_any_awaiter<T0, Ts...>(std::move(first), std::move(rest)...);

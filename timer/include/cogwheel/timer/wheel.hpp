@@ -1,37 +1,38 @@
-// timer_wheel: a hierarchical timing wheel (11 levels of 64 slots, one occupancy bitmap word per
-// level) with O(1) schedule, cancel and reschedule, and batched advance whose cost follows the
-// occupied slots it visits and the timers it expires, never the ticks that elapsed.
-//
-// Slots are arrays of node pointers rather than intrusive lists: a node knows its index, so
-// cancel touches only the node and its own entry, never list neighbours, which at a million
-// timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
-// the slot's next insert reuses (the holes form a stack threaded through the entries), so
-// entries never move and no node's index is ever rewritten. A slot's entries live in 2 KiB
-// blocks from one pool per wheel (detail/entry_slot.hpp): no slot ever copies itself to grow,
-// and a wheel in steady state allocates nothing.
-//
-// schedule() only stages a node (an append to an array of 256); staged nodes are filed into
-// their slots by the next advance() or when 256 have accumulated. A timeout scheduled and
-// cancelled within one loop iteration, the common case, so never touches a wheel slot.
-//
-// A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
-// pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
-// visits each level's next occupied slot a chunk at a time before it is due and re-files the
-// nodes already pushed beyond it, pass after pass while pushed nodes remain (wheel.cpp,
-// visit()); no single advance() then re-files more than a chunk, and an advance() with nothing
-// due is O(1). Visits only ever move a node to a later slot: they change when work is done,
-// never when a timer fires.
-//
-// cancel() of a filed node touches only the node and the slot's header: the write that turns
-// its slot entry into a hole is logged (slot, index) and applied in a batch before anything
-// reads or adds slot entries again (filing, advance, destruction). At a million timers that
-// entry is a cache miss that depends on the node's own miss; batched, the misses overlap.
-//
-// Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
-// never earlier and never later. Deadlines at or before the wheel's time fire at the next
-// advance. Time never goes backwards: advance to an earlier time is a no-op.
-//
-// Not thread-safe: one wheel belongs to one thread (one core's loop).
+/// @file
+/// timer_wheel: a hierarchical timing wheel (11 levels of 64 slots, one occupancy bitmap word per
+/// level) with O(1) schedule, cancel and reschedule, and batched advance whose cost follows the
+/// occupied slots it visits and the timers it expires, never the ticks that elapsed.
+///
+/// Slots are arrays of node pointers rather than intrusive lists: a node knows its index, so
+/// cancel touches only the node and its own entry, never list neighbours, which at a million
+/// timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
+/// the slot's next insert reuses (the holes form a stack threaded through the entries), so
+/// entries never move and no node's index is ever rewritten. A slot's entries live in 2 KiB
+/// blocks from one pool per wheel (detail/entry_slot.hpp): no slot ever copies itself to grow,
+/// and a wheel in steady state allocates nothing.
+///
+/// schedule() only stages a node (an append to an array of 256); staged nodes are filed into
+/// their slots by the next advance() or when 256 have accumulated. A timeout scheduled and
+/// cancelled within one loop iteration, the common case, so never touches a wheel slot.
+///
+/// A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
+/// pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
+/// visits each level's next occupied slot a chunk at a time before it is due and re-files the
+/// nodes already pushed beyond it, pass after pass while pushed nodes remain (wheel.cpp,
+/// visit()); no single advance() then re-files more than a chunk, and an advance() with nothing
+/// due is O(1). Visits only ever move a node to a later slot: they change when work is done,
+/// never when a timer fires.
+///
+/// cancel() of a filed node touches only the node and the slot's header: the write that turns
+/// its slot entry into a hole is logged (slot, index) and applied in a batch before anything
+/// reads or adds slot entries again (filing, advance, destruction). At a million timers that
+/// entry is a cache miss that depends on the node's own miss; batched, the misses overlap.
+///
+/// Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
+/// never earlier and never later. Deadlines at or before the wheel's time fire at the next
+/// advance. Time never goes backwards: advance to an earlier time is a no-op.
+///
+/// Not thread-safe: one wheel belongs to one thread (one core's loop).
 #pragma once
 
 #include <array>
@@ -50,25 +51,30 @@
 
 namespace cogwheel::timer {
 
+/// A hierarchical timing wheel of timer_node: see the file comment for the design, precision
+/// and costs. Nodes are owned by the caller and must stay alive while scheduled (destroying a
+/// scheduled node aborts with a message: cancel it first). Not copyable; one thread.
 class timer_wheel {
  public:
-  // The wheel's time starts at `start` (rounded down to a tick).
+  /// A wheel counting in ticks of `tick` (1 ms by default; a positive duration, see
+  /// tick_scale), its time starting at `start` (rounded down to a tick).
   explicit timer_wheel(clock::duration tick = std::chrono::milliseconds(1),
                        clock::time_point start = {});
   timer_wheel(const timer_wheel&) = delete;
   timer_wheel& operator=(const timer_wheel&) = delete;
-  // Cancels every pending timer (their nodes become idle; none fires).
+  /// Cancels every pending timer (their nodes become idle; none fires).
   ~timer_wheel();
 
-  // Precondition: !n.scheduled(). O(1).
+  /// Files n to fire at `deadline` (rounded up to a tick: never early), calling n's callback
+  /// from the advance() that reaches it. Precondition: !n.scheduled(). O(1).
   void schedule(timer_node& n, clock::time_point deadline) {
     assert(!n.scheduled());
     stage(n, scale_.deadline_tick(deadline));
     ++size_;
   }
 
-  // Removes n if it is pending (or due in the batch being fired). Returns whether it was; a
-  // second cancel, or a cancel after it fired, is a no-op returning false. O(1).
+  /// Removes n if it is pending (or due in the batch being fired). Returns whether it was; a
+  /// second cancel, or a cancel after it fired, is a no-op returning false. O(1).
   bool cancel(timer_node& n) noexcept {
     switch (n.state_) {
       case timer_node::state::idle:
@@ -88,8 +94,8 @@ class timer_wheel {
     return false;
   }
 
-  // Moves n's deadline (scheduling it if idle). O(1). A later deadline is applied lazily: the
-  // node stays in its slot, which comes due no later than the old deadline, and is re-filed then.
+  /// Moves n's deadline (scheduling it if idle). O(1). A later deadline is applied lazily: the
+  /// node stays in its slot, which comes due no later than the old deadline, and is re-filed then.
   void reschedule(timer_node& n, clock::time_point deadline) {
     const tick_t t = scale_.deadline_tick(deadline);
     if (n.state_ == timer_node::state::queued) {
@@ -109,10 +115,10 @@ class timer_wheel {
     ++size_;
   }
 
-  // Moves the wheel's time to `now` and fires every timer with deadline_tick <= now_tick, in
-  // one batch after the wheel is consistent again. Returns how many fired. Timers scheduled by
-  // those callbacks with a deadline at or before `now` fire at the next advance, not this one.
-  // Precondition: not called from inside an expiry callback.
+  /// Moves the wheel's time to `now` and fires every timer with deadline_tick <= now_tick, in
+  /// one batch after the wheel is consistent again. Returns how many fired. Timers scheduled by
+  /// those callbacks with a deadline at or before `now` fire at the next advance, not this one.
+  /// Precondition: not called from inside an expiry callback.
   std::size_t advance(clock::time_point now) {
     const tick_t t = scale_.now_tick(now);
     if (t < next_work_ && staged_count_ == 0) {  // nothing can be due: O(1)
@@ -123,42 +129,49 @@ class timer_wheel {
     return advance_to(t);
   }
 
-  // The earliest time at which advance() may have work: exact when the earliest timer sits at
-  // level 0, otherwise the start of the slot that holds it (where it moves down a level); now()
-  // when a timer is already overdue. Never later than the earliest deadline or now(), whichever
-  // is later. nullopt when empty. O(levels).
+  /// The earliest time at which advance() may have work: exact when the earliest timer sits at
+  /// level 0, otherwise the start of the slot that holds it (where it moves down a level); now()
+  /// when a timer is already overdue. Never later than the earliest deadline or now(), whichever
+  /// is later. nullopt when empty. O(levels).
   std::optional<clock::time_point> next_deadline() const noexcept;
 
-  // Checks every internal invariant (bitmaps against slot occupancy, each node's slot and index,
-  // no node filed behind the wheel's time or after its deadline's slot, the hole stacks, the
-  // staging area, the cancel log, the block pool, the O(1) advance bound). O(pending + slots),
-  // for tests: returns nullptr when the wheel is consistent, else what is broken. Must not be
-  // called from an expiry callback.
+  /// Checks every internal invariant (bitmaps against slot occupancy, each node's slot and index,
+  /// no node filed behind the wheel's time or after its deadline's slot, the hole stacks, the
+  /// staging area, the cancel log, the block pool, the O(1) advance bound). O(pending + slots),
+  /// for tests: returns nullptr when the wheel is consistent, else what is broken. Must not be
+  /// called from an expiry callback.
   const char* invariant_violation() const noexcept;
 
-  // Slots holding fewer timers than this are not visited early (re-filing 512 at once costs
-  // ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
+  /// Slots holding fewer timers than this are not visited early (re-filing 512 at once costs
+  /// ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
   void set_visit_min_live(std::uint32_t n) noexcept { visit_min_live_ = n; }
 
+  /// Timers pending (scheduled and not yet fired or cancelled). O(1).
   std::size_t size() const noexcept { return size_; }
+  /// size() == 0.
   bool empty() const noexcept { return size_ == 0; }
+  /// The tick length given at construction.
   clock::duration tick() const noexcept { return scale_.tick(); }
+  /// The conversions between time points and ticks the wheel uses.
   const tick_scale& scale() const noexcept { return scale_; }
-  // The wheel's time: the last tick advanced to.
+  /// The wheel's time: the last tick advanced to.
   clock::time_point now() const noexcept { return scale_.time_of(elapsed_); }
-  // Bytes the wheel holds besides its nodes (itself, slot storage, staging, the expiry batch):
-  // what a pending timer costs beyond sizeof(timer_node) is memory_bytes() / size().
+  /// Bytes the wheel holds besides its nodes (itself, slot storage, staging, the expiry batch):
+  /// what a pending timer costs beyond sizeof(timer_node) is memory_bytes() / size().
   std::size_t memory_bytes() const noexcept;
-  // Nodes advance() has re-filed since construction (cascaded to a lower level, or moved early
-  // by a visit because their deadline was pushed back): the work advance() does besides firing.
+  /// Nodes advance() has re-filed since construction (cascaded to a lower level, or moved early
+  /// by a visit because their deadline was pushed back): the work advance() does besides firing.
   std::uint64_t moved() const noexcept { return moved_; }
-  // See detail::expiry_batch::set_observer.
+  /// Sets (or with nullptr clears) the function told of the timers each advance() fires, by
+  /// runs: `count` consecutive nodes with one deadline tick, told once the run ends, with
+  /// `context`. How a loop measures lateness without a byte more per node or a call per node.
+  /// The observer must not touch the queue.
   void set_fire_observer(detail::expiry_batch::fire_observer fn, void* context) noexcept {
     batch_.set_observer(fn, context);
   }
-  // Pending timers by the level of the slot each sits in (a lazily pushed-back deadline counts
-  // where its node still is), then at index level_count the overdue and not yet filed ones.
-  // Sums to size(). O(occupied slots), for metrics: not for an expiry callback.
+  /// Pending timers by the level of the slot each sits in (a lazily pushed-back deadline counts
+  /// where its node still is), then at index level_count the overdue and not yet filed ones.
+  /// Sums to size(). O(occupied slots), for metrics: not for an expiry callback.
   std::array<std::size_t, detail::level_count + 1> pending_per_level() const noexcept {
     std::array<std::size_t, detail::level_count + 1> out{};
     for (unsigned level = 0; level < detail::level_count; ++level)

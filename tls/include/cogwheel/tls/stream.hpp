@@ -48,7 +48,10 @@ class stream {
  public:
   /// An empty stream (not open).
   stream() noexcept = default;
+  /// Takes `o`'s connection (a pointer to its state, which lives on the heap); `o`
+  /// is left empty.
   stream(stream&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+  /// Closes this stream's connection as the destructor does, then takes `o`'s.
   stream& operator=(stream&& o) noexcept;
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
