@@ -10,7 +10,7 @@
 
 namespace cogwheel {
 
-socket_address::socket_address() noexcept { storage_.ss_family = AF_INET; }
+socket_address::socket_address() noexcept { storage_.v4.sin_family = AF_INET; }
 
 socket_address socket_address::ipv4_loopback(std::uint16_t port) noexcept {
   socket_address a;

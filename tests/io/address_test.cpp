@@ -189,3 +189,7 @@ TEST(socket_address, from_sockaddr_rejects_other_families_and_short_lengths) {
 
 }  // namespace
 }  // namespace cogwheel
+
+// Every socket object holds its local address: the type is sized for IPv4 and IPv6 only, not
+// sockaddr_storage's 128 bytes.
+static_assert(sizeof(cogwheel::socket_address) == sizeof(sockaddr_in6));

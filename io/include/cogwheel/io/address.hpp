@@ -38,11 +38,11 @@ class socket_address {
   static result<socket_address> peer_of(int fd) noexcept;
 
   /// Whether it is an IPv4 address.
-  bool is_ipv4() const noexcept { return storage_.ss_family == AF_INET; }
+  bool is_ipv4() const noexcept { return storage_.any.sa_family == AF_INET; }
   /// Whether it is an IPv6 address.
-  bool is_ipv6() const noexcept { return storage_.ss_family == AF_INET6; }
+  bool is_ipv6() const noexcept { return storage_.any.sa_family == AF_INET6; }
   /// AF_INET or AF_INET6.
-  int family() const noexcept { return storage_.ss_family; }
+  int family() const noexcept { return storage_.any.sa_family; }
   /// The port, in host byte order.
   std::uint16_t port() const noexcept;
   /// Sets the port (host byte order).
@@ -53,8 +53,8 @@ class socket_address {
 
   ///@{
   /// The sockaddr to pass to a socket call, size() bytes long.
-  const sockaddr* data() const noexcept { return reinterpret_cast<const sockaddr*>(&storage_); }
-  sockaddr* data() noexcept { return reinterpret_cast<sockaddr*>(&storage_); }
+  const sockaddr* data() const noexcept { return &storage_.any; }
+  sockaddr* data() noexcept { return &storage_.any; }
   ///@}
   /// The length of data(): sizeof(sockaddr_in) or sizeof(sockaddr_in6).
   socklen_t size() const noexcept {
@@ -65,7 +65,13 @@ class socket_address {
   friend bool operator==(const socket_address& a, const socket_address& b) noexcept;
 
  private:
-  sockaddr_storage storage_{};
+  // The two families only (28 bytes, not sockaddr_storage's 128): every socket object holds
+  // its local address, so this is per-connection memory.
+  union storage {
+    sockaddr any;
+    sockaddr_in v4;
+    sockaddr_in6 v6;
+  } storage_{};
 };
 
 }  // namespace cogwheel
