@@ -12,6 +12,7 @@ namespace cogwheel::detail {
 acceptor::acceptor(int fd, std::size_t max_unclaimed) noexcept
     : timer_node(&acceptor::on_backoff_over), fd_(fd), max_unclaimed_(max_unclaimed == 0 ? 1 : max_unclaimed) {
   on_cqe = &acceptor::on_accept;
+  accept_.socket = new_socket_identity();
 }
 
 acceptor::~acceptor() {
@@ -24,6 +25,7 @@ acceptor::~acceptor() {
 
 void acceptor::bind_loop() {
   loop_ = &current_loop();
+  accept_.fresh = true;  // another loop may have watched it before
   on_shutdown = &acceptor::on_loop_shutdown;
   add_shutdown_hook(*loop_, *this);
 }

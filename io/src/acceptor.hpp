@@ -57,7 +57,7 @@ class acceptor : private io_completion, private timer::timer_node, private shutd
   std::deque<accept_operation*> waiting_;  // accept() calls in arrival order
   clock::duration backoff_{0};
   unsigned armed_ = 0;  // accepts in flight, all submissions of accept_
-  io_request accept_;
+  io_request accept_;  // .socket: the listening socket's identity
   bool closing_ = false;
 };
 

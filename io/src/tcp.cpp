@@ -32,7 +32,10 @@ void abort_closed_on_other_thread() noexcept {
   std::abort();
 }
 
-void connect_operation::prepare(io_request& req) noexcept { req.set(io_opcode::connect, fd_, to_.data(), to_.size()); }
+void connect_operation::prepare(io_request& req) noexcept {
+  req.set(io_opcode::connect, fd_, to_.data(), to_.size());
+  req.socket = socket_;
+}
 void recv_operation::prepare(io_request& req) noexcept { req.set(io_opcode::recv, fd_, buf_.data(), buf_.size(), flags_); }
 void send_operation::prepare(io_request& req) noexcept {
   req.set(io_opcode::send, fd_, buf_.data(), buf_.size(), MSG_NOSIGNAL);
@@ -46,7 +49,11 @@ std::coroutine_handle<> shutdown_operation::start(continuation c) noexcept {
 }
 
 connect_operation::connect_operation(connect_operation&& o) noexcept
-    : kernel_operation(std::move(o)), to_(o.to_), fd_(std::exchange(o.fd_, -1)), socket_error_(o.socket_error_) {}
+    : kernel_operation(std::move(o)),
+      to_(o.to_),
+      fd_(std::exchange(o.fd_, -1)),
+      socket_error_(o.socket_error_),
+      socket_(o.socket_) {}
 
 connect_operation::~connect_operation() {
   // The connect first (its SQE may still be queued, naming fd_ by number), then the number.
@@ -56,6 +63,7 @@ connect_operation::~connect_operation() {
 
 std::coroutine_handle<> connect_operation::start(continuation c) {
   fd_ = ::socket(to_.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  socket_ = new_socket_identity();
   if (fd_ < 0) {
     socket_error_ = errno;  // EMFILE and friends: completes at once with that error
     return c.complete();
@@ -69,16 +77,16 @@ cogwheel::result<tcp_stream> connect_operation::make_result(int res) {
     close_descriptor(std::exchange(fd_, -1));
     return errno_code(res);
   }
-  return connected_stream(std::exchange(fd_, -1));
+  return connected_stream(std::exchange(fd_, -1), socket_);
 }
 
-cogwheel::result<tcp_stream> connected_stream(int fd) noexcept {
+cogwheel::result<tcp_stream> connected_stream(int fd, std::uint64_t identity) noexcept {
   auto local = socket_address::local_of(fd);
   if (!local) {
     close_descriptor(fd);
     return local.error();
   }
-  return tcp_stream(fd, *local);
+  return tcp_stream(identity != 0 ? socket_handle(fd, identity) : socket_handle(fd), *local);
 }
 
 }  // namespace detail

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -17,18 +16,6 @@
 namespace cogwheel::detail {
 
 namespace {
-
-// How often each descriptor number was closed or handed out by cogwheel (forget_descriptor), for
-// every thread: a loop's memory of a number (registered, non-blocking) holds only while the
-// count it saw stands. Closing bumps it before the number is released, so a socket that reuses
-// the number is never mistaken for the old one, whichever thread closed that. Numbers beyond
-// the table are remembered by no loop (each wait re-registers; EEXIST is fine).
-constexpr int counted_descriptors = 1 << 16;
-std::atomic<std::uint32_t> close_counts[counted_descriptors];
-
-std::uint32_t closes_of(int fd) noexcept {
-  return fd < counted_descriptors ? close_counts[fd].load(std::memory_order_acquire) : ~0u;
-}
 
 constexpr std::uint32_t input_events = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
 constexpr std::uint32_t output_events = EPOLLOUT | EPOLLHUP | EPOLLERR;
@@ -49,16 +36,9 @@ int result_of(long r) noexcept { return r < 0 ? -errno : static_cast<int>(r); }
 
 }  // namespace
 
-void forget_descriptor(int fd) noexcept {
-  if (fd >= 0 && fd < counted_descriptors) close_counts[fd].fetch_add(1, std::memory_order_acq_rel);
-}
-
-void close_descriptor(int fd) noexcept {
-  forget_descriptor(fd);
-  ::close(fd);
-}
-
 void epoll_driver::close_after_queued(int fd) noexcept { ::close(fd); }
+
+void epoll_driver::unwatch(int fd) noexcept { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
 
 std::unique_ptr<epoll_driver> epoll_driver::try_create(live_metrics& stats, std::vector<completion>& set_aside,
                                                        int& error) {
@@ -75,23 +55,22 @@ epoll_driver::~epoll_driver() {
   if (epfd_ >= 0) ::close(epfd_);
 }
 
-epoll_driver::descriptor& epoll_driver::entry(int fd) {
-  if (static_cast<std::size_t>(fd) >= descriptors_.size())
-    descriptors_.resize(std::max<std::size_t>(static_cast<std::size_t>(fd) + 1, descriptors_.size() * 2));
-  descriptor& d = descriptors_[static_cast<std::size_t>(fd)];
-  const std::uint32_t closes = closes_of(fd);
-  if (d.closes != closes || closes == ~0u) {
-    // A new socket under an old number: forget what was done to the old one. Its waiters
-    // cannot be here: an operation keeps its socket open until its final completion.
-    d.closes = closes;
+epoll_driver::descriptor& epoll_driver::entry(const io_request& req) {
+  const auto fd = static_cast<std::size_t>(req.fd);
+  if (fd >= descriptors_.size()) descriptors_.resize(std::max<std::size_t>(fd + 1, descriptors_.size() * 2));
+  descriptor& d = descriptors_[fd];
+  if (d.socket != req.socket || req.fresh) {
+    d.socket = req.socket;
     d.registered = false;
     d.nonblocking = false;
   }
   return d;
 }
 
-int epoll_driver::prepare_descriptor(int fd, bool nonblocking) {
-  descriptor& d = entry(fd);
+int epoll_driver::prepare_descriptor(io_request& req, bool nonblocking) {
+  descriptor& d = entry(req);
+  req.fresh = false;
+  const int fd = req.fd;
   if (nonblocking && !d.nonblocking) {
     const int fl = ::fcntl(fd, F_GETFL);
     if (fl < 0 || ((fl & O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)) return -errno;
@@ -102,7 +81,15 @@ int epoll_driver::prepare_descriptor(int fd, bool nonblocking) {
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.fd = fd;
     ++stats_.syscalls;
-    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST) return -errno;
+    int r = ::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev);
+    if (r < 0 && errno == EEXIST) {
+      // The number is in the set for a file this loop no longer knows: a socket handed out
+      // (released) under it, or one whose descriptor was duplicated before it closed.
+      ++stats_.syscalls;
+      r = ::epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev);
+    }
+    if (r < 0) return -errno;
+    ++stats_.epoll_registrations;
     d.registered = true;
   }
   return 0;
@@ -153,12 +140,12 @@ int epoll_driver::perform(io_request& req, unsigned& flags) {
         if (::getsockopt(req.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return -errno;
         return -err;
       }
-      if (const int r = prepare_descriptor(req.fd, true); r < 0) return r;
+      if (const int r = prepare_descriptor(req, true); r < 0) return r;
       const int r = result_of(::connect(req.fd, static_cast<const sockaddr*>(req.addr), req.len));
       return r == -EINPROGRESS ? -EAGAIN : r;
     }
     case io_opcode::accept: {
-      if (const int r = prepare_descriptor(req.fd, true); r < 0) return r;
+      if (const int r = prepare_descriptor(req, true); r < 0) return r;
       return result_of(::accept4(req.fd, nullptr, nullptr, req.flags | SOCK_NONBLOCK));
     }
     case io_opcode::poll: {
@@ -181,7 +168,7 @@ void epoll_driver::submit(io_completion& op, io_request& req) {
     complete(req, r, flags);
     return;
   }
-  if (const int e = prepare_descriptor(req.fd, false); e < 0) {
+  if (const int e = prepare_descriptor(req, false); e < 0) {
     complete(req, e, 0);
     return;
   }
@@ -189,7 +176,7 @@ void epoll_driver::submit(io_completion& op, io_request& req) {
 }
 
 void epoll_driver::link(io_request& req, std::uint32_t wanted) {
-  descriptor& d = entry(req.fd);
+  descriptor& d = descriptors_[static_cast<std::size_t>(req.fd)];  // entry(req) ran in prepare_descriptor
   req.wanted = wanted;
   req.next = nullptr;
   req.prev = d.tail;

@@ -32,6 +32,9 @@ class epoll_driver final : public io_driver {
   // Every syscall ran when its operation started: nothing queued can name the number.
   void close_after_queued(int fd) noexcept override;
   void flush() noexcept override {}
+  // EPOLL_CTL_DEL; thread-safe (the set is the kernel's; the table entry is left to this
+  // loop, which treats the socket as new if it comes back: io_request::fresh).
+  void unwatch(int fd) noexcept override;
   bool kernel_work_pending() noexcept override { return false; }  // syscalls ran already
   void wait(std::int64_t timeout_ns, std::vector<completion>& out) override;
 
@@ -40,12 +43,15 @@ class epoll_driver final : public io_driver {
   void remove_buffer_group(std::uint16_t group) noexcept override;
 
  private:
-  // One descriptor: its waiting requests (oldest first) and what was done to it, valid while
-  // `closes` equals the descriptor's close count (a number closed and reused is new).
+  // One descriptor number: its waiting requests (oldest first), and what was done to the
+  // socket that has it now, `socket` (io_request::socket): a request of another socket under
+  // the same number (the old one was closed, the number reused) finds the entry reset, so
+  // nothing depends on the number's history. Waiters are never those of an older socket: an
+  // operation keeps its socket open until its final completion.
   struct descriptor {
     io_request* head = nullptr;
     io_request* tail = nullptr;
-    std::uint32_t closes = 0;
+    std::uint64_t socket = 0;
     bool registered = false;   // in the epoll set
     bool nonblocking = false;  // O_NONBLOCK set (accept and connect block otherwise)
   };
@@ -57,12 +63,14 @@ class epoll_driver final : public io_driver {
   };
 
   epoll_driver(live_metrics& stats, std::vector<completion>& set_aside) : stats_(stats), set_aside_(set_aside) {}
-  descriptor& entry(int fd);
+  // The entry of req's descriptor, reset first when it is another socket's or req is fresh.
+  descriptor& entry(const io_request& req);
   // The syscall of req once; -EAGAIN when the descriptor is not ready for it.
   int perform(io_request& req, unsigned& flags);
   int receive_pooled(io_request& req, unsigned& flags);
-  // Makes sure fd is in the epoll set (and non-blocking when `nonblocking`); -errno if not.
-  int prepare_descriptor(int fd, bool nonblocking);
+  // Makes sure req's descriptor is in the epoll set (and non-blocking when `nonblocking`);
+  // -errno if not.
+  int prepare_descriptor(io_request& req, bool nonblocking);
   void link(io_request& req, std::uint32_t wanted);
   void unlink(io_request& req) noexcept;
   // One submission of req ends with res: queued for dispatch; unlinked when it was the last.

@@ -46,6 +46,8 @@ class io_driver {
   // Closes fd after every request submitted before it has been handed to the kernel (which
   // then holds its own reference to the file): the number is free only from there on.
   virtual void close_after_queued(int fd) noexcept = 0;
+  // Any thread of the runtime (the socket has no request here): stop watching fd.
+  virtual void unwatch(int fd) noexcept = 0;
   // Hands the queued requests to the kernel now, without waiting for any.
   virtual void flush() noexcept = 0;
   // True when asking the kernel cannot wait: submissions queued, or completions it holds.

@@ -29,6 +29,7 @@ struct live_metrics {
   counter remote_messages;
   counter remote_wakeups;
   counter accept_pauses;
+  counter epoll_registrations;
   counter sq_full_flushes;
   counter cq_overflows;
   counter clock_jumps;

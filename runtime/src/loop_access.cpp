@@ -5,6 +5,9 @@
 #include <cogwheel/runtime/run.hpp>
 #include <cogwheel/runtime/time.hpp>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -45,9 +48,24 @@ void post(event_loop& loop, ready_node& node, continuation c) noexcept { loop.po
 void submit(event_loop& loop, io_completion& op, io_request& req) { loop.submit(op, req); }
 void cancel_async(event_loop& loop, io_completion& op) { loop.cancel_async(op); }
 void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight) { loop.cancel_and_wait(op, in_flight); }
-void close_descriptor_after_queued(event_loop& loop, int fd) noexcept {
-  forget_descriptor(fd);
-  loop.driver().close_after_queued(fd);
+void close_descriptor_after_queued(event_loop& loop, int fd) noexcept { loop.driver().close_after_queued(fd); }
+
+void close_descriptor(int fd) noexcept { ::close(fd); }
+
+std::uint64_t new_socket_identity() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+unsigned core_of(event_loop& loop) noexcept { return loop.core(); }
+
+void unwatch_descriptor(event_loop* watcher, unsigned watcher_core, int fd) noexcept {
+  event_loop* here = event_loop::current();
+  // Alive means: still the loop of that core in this runtime (compared, never dereferenced
+  // before that). A loop of an earlier run at the same address never watched the socket (it
+  // would have been recorded as the watcher), so at worst its set lacks the descriptor.
+  if (here == nullptr || watcher == nullptr || here->peer(watcher_core) != watcher) return;
+  watcher->driver().unwatch(fd);
 }
 void flush_submissions(event_loop& loop) noexcept { loop.driver().flush(); }
 

@@ -93,6 +93,7 @@ void live_metrics::snapshot(core_metrics& out) const noexcept {
   out.remote_messages = remote_messages.value();
   out.remote_wakeups = remote_wakeups.value();
   out.accept_pauses = accept_pauses.value();
+  out.epoll_registrations = epoll_registrations.value();
   out.sq_full_flushes = sq_full_flushes.value();
   out.cq_overflows = cq_overflows.value();
   out.clock_jumps = clock_jumps.value();

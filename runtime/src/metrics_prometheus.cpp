@@ -117,6 +117,7 @@ constexpr counter_field counter_fields[] = {
     {"cogwheel_remote_messages_total", "Messages from other cores delivered.", &core_metrics::remote_messages, false},
     {"cogwheel_remote_wakeups_total", "Times another core woke this loop from its sleep.", &core_metrics::remote_wakeups, false},
     {"cogwheel_accept_pauses_total", "Accept back-pressure pauses (out of descriptors or memory).", &core_metrics::accept_pauses, false},
+    {"cogwheel_epoll_registrations_total", "epoll: descriptors added to the loop's epoll set.", &core_metrics::epoll_registrations, false},
     {"cogwheel_uring_sq_full_flushes_total", "io_uring: full submission queue flushed to make room.", &core_metrics::sq_full_flushes, false},
     {"cogwheel_uring_cq_overflows_total", "io_uring: reaps that found overflowed completions.", &core_metrics::cq_overflows, false},
     {"cogwheel_stalls_total", "Loop iterations longer than the stall threshold.", &core_metrics::stalls, false},

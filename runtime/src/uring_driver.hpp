@@ -32,6 +32,7 @@ class uring_driver final : public io_driver {
   // number up later): that is why shutdown is a plain syscall, not an SQE.
   void close_after_queued(int fd) noexcept override;
   void flush() noexcept override;
+  void unwatch(int) noexcept override {}  // nothing is remembered of a descriptor
   bool kernel_work_pending() noexcept override {
     return io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0;
   }

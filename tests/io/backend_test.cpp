@@ -1,9 +1,16 @@
 // Choosing the backend (runtime_options::backend, overridden by COGWHEEL_BACKEND) and what
-// only the epoll backend has to get right: it remembers descriptors by number (registered in
-// its epoll set, made non-blocking), so a number closed and handed to a new socket, on this
-// core or after the old socket moved to another, must be watched afresh. A loop that took the
-// new socket for the old one would never hear of its data: the reads below would time out.
+// only the epoll backend has to get right: what it remembers of a descriptor (registered in its
+// epoll set, made non-blocking) belongs to the socket, not the number. A number closed and
+// handed to a new socket, on this core or after the old socket moved to another, is watched
+// afresh (a loop that took the new socket for the old one would never hear of its data: the
+// reads below would time out); a socket joins a loop's set once however often it waits, and
+// leaves the old loop's set when it moves to another core.
 #include <cogwheel/cogwheel.hpp>  // first: the umbrella header compiles on its own
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string_view>
 
 #include <array>
 #include <cstdlib>
@@ -136,6 +143,85 @@ TEST(backend, a_descriptor_number_closed_on_another_core_and_reused_here_is_watc
     auto n = co_await read_after_a_late_write(second->client, second->server);
     CO_ASSERT_OK(n);
     EXPECT_EQ(*n, 4u);
+    checked = true;
+  });
+  EXPECT_TRUE(checked);
+}
+
+// How many epoll sets of this process watch descriptor fd (from /proc/self/fdinfo).
+int epoll_sets_watching(int fd) {
+  int sets = 0;
+  for (int e = 0; e < 4096; ++e) {
+    char link[64];
+    char target[64] = {};
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", e);
+    if (::readlink(link, target, sizeof target - 1) <= 0 || std::string_view(target) != "anon_inode:[eventpoll]")
+      continue;
+    std::snprintf(link, sizeof link, "/proc/self/fdinfo/%d", e);
+    if (FILE* f = std::fopen(link, "r")) {
+      char line[256];
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        int tfd = -1;
+        if (std::sscanf(line, "tfd: %d", &tfd) == 1 && tfd == fd) ++sets;
+      }
+      std::fclose(f);
+    }
+  }
+  return sets;
+}
+
+// One wait on s: the peer writes only after the read has gone to the backend.
+task<result<std::size_t>> one_wait(tcp_stream& s, tcp_stream& peer) {
+  std::array<std::byte, 8> buf;
+  std::optional<result<std::size_t>> got;
+  auto reader = [&]() -> task<void> { got = co_await with_timeout(s.read(buf), 2s); };
+  auto writer = [&]() -> task<void> {
+    co_await yield();
+    (void)co_await peer.write_all(bytes_of("w"));
+  };
+  co_await together(reader(), writer());
+  co_return *got;
+}
+
+TEST(backend, a_socket_joins_the_epoll_set_once_however_many_times_it_waits) {
+  run([]() -> task<void> {
+    auto p = co_await connect_pair();
+    CO_ASSERT_OK(p);
+    const std::uint64_t before = this_core_metrics().epoll_registrations;
+    for (int i = 0; i < 1000; ++i) CO_ASSERT_OK(co_await one_wait(p->server, p->client));
+    EXPECT_EQ(this_core_metrics().epoll_registrations - before, 1u);
+    EXPECT_EQ(epoll_sets_watching(p->server.native_handle()), 1);
+  }(), runtime_options{.backend = backend_kind::epoll});
+}
+
+// Reads once on the calling core; the stream lives in this frame.
+task<result<std::size_t>> read_here(tcp_stream s) {
+  std::array<std::byte, 8> buf;
+  auto n = co_await with_timeout(s.read(buf), 2s);
+  // Watched by this core's set now, and by the core it came from no more.
+  EXPECT_EQ(epoll_sets_watching(s.native_handle()), 1);
+  co_return n;
+}
+
+TEST(backend, a_socket_moved_to_another_core_leaves_the_old_loops_epoll_set) {
+  runtime rt(runtime_options{.cores = 2, .backend = backend_kind::epoll, .pin_threads = false});
+  bool checked = false;
+  rt.run([&](unsigned core) -> task<void> {
+    if (core != 0) co_return;
+    auto p = co_await connect_pair();
+    CO_ASSERT_OK(p);
+    CO_ASSERT_OK(co_await one_wait(p->server, p->client));  // watched by core 0's set
+    const int fd = p->server.native_handle();
+    CO_ASSERT_TRUE(epoll_sets_watching(fd) == 1);
+    auto moved = [&]() -> task<void> {
+      auto got = co_await submit_to(1, [s = std::move(p->server)]() mutable { return read_here(std::move(s)); });
+      EXPECT_TRUE(got.has_value());
+    };
+    auto late = [&]() -> task<void> {
+      co_await sleep_for(20ms);
+      (void)co_await p->client.write_all(bytes_of("move"));
+    };
+    co_await together(moved(), late());
     checked = true;
   });
   EXPECT_TRUE(checked);

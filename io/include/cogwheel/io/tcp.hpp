@@ -34,8 +34,9 @@ namespace detail {
 
 // The stream of a connected socket `fd` (from connect or accept), its local address learnt now
 // (getsockname). On failure fd is closed and the error returned: it is the connect's or the
-// accept's failure.
-cogwheel::result<tcp_stream> connected_stream(int fd) noexcept;
+// accept's failure. `identity`: the socket's (io_request::socket) when a connect already used
+// it on the calling thread's loop; 0 for a socket new to cogwheel (an accepted one).
+cogwheel::result<tcp_stream> connected_stream(int fd, std::uint64_t identity = 0) noexcept;
 
 class connect_operation : public kernel_operation<connect_operation, cogwheel::result<tcp_stream>> {
  public:
@@ -51,6 +52,7 @@ class connect_operation : public kernel_operation<connect_operation, cogwheel::r
   socket_address to_;
   int fd_ = -1;
   int socket_error_ = 0;
+  std::uint64_t socket_ = 0;  // fd_'s identity (io_request::socket), kept by the stream
 };
 
 // A read into an empty buffer completes at once with errc::invalid_argument: its 0 would be
@@ -259,8 +261,8 @@ class tcp_stream {
   cogwheel::result<socket_address> peer_address() const noexcept;
 
  private:
-  friend cogwheel::result<tcp_stream> detail::connected_stream(int fd) noexcept;
-  tcp_stream(int fd, const socket_address& local) noexcept : sock_(fd), local_(local) {}
+  friend cogwheel::result<tcp_stream> detail::connected_stream(int fd, std::uint64_t identity) noexcept;
+  tcp_stream(detail::socket_handle&& s, const socket_address& local) noexcept : sock_(std::move(s)), local_(local) {}
 
   detail::socket_handle sock_;
   socket_address local_;  // fixed once connected; kept here, not in sock_, which every socket shares

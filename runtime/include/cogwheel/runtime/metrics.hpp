@@ -98,6 +98,8 @@ struct core_metrics {
   std::uint64_t remote_messages = 0;     ///< messages from other cores delivered (submit_to)
   std::uint64_t remote_wakeups = 0;      ///< times another core woke this loop from its sleep
   std::uint64_t accept_pauses = 0;       ///< listeners' accept back-pressure pauses (EMFILE...)
+  std::uint64_t epoll_registrations = 0; ///< epoll: descriptors added to the loop's set (once per
+                                         ///< socket and loop, however often it waits)
   std::uint64_t sq_full_flushes = 0;     ///< io_uring: the SQ was full and submitted to make room
   std::uint64_t cq_overflows = 0;        ///< io_uring: reaps that found overflowed CQEs
   std::uint64_t clock_jumps = 0;         ///< paused clock: jumps to the next deadline

@@ -1,5 +1,6 @@
-// fd_operations: the operations in flight on one descriptor (a tcp_stream's, a udp_socket's),
-// so that closing the descriptor stops them first.
+// fd_operations: what cogwheel keeps of one socket (a tcp_stream's, a udp_socket's) besides
+// its descriptor: the operations in flight on it, so that closing the descriptor stops them
+// first; the socket's identity; and the loop whose backend watches it.
 //
 // Why: an SQE names its descriptor by number. A close() that only called ::close(fd) would
 // leave in-flight operations holding the old file (the peer sees no FIN until they end) and
@@ -11,12 +12,21 @@
 //     completes soon with errc::operation_canceled (or with what it transferred, if that raced
 //     ahead). Only then may the owner ::close() the number.
 //
+// Identity and watcher: a backend may remember things about a descriptor (epoll: registered in
+// its set, made non-blocking). That memory belongs to the socket, not to the number: each
+// request carries the socket's identity (never reused), so a socket that takes a closed one's
+// number starts clean; and a socket that moves to another core leaves the old loop's set when
+// its first operation starts on the new one.
+//
 // Threading: the list belongs to the loop thread the operations run on. An owner with
 // operations in flight must be closed on that thread (checked: misuse aborts with a message);
 // an owner with none may move to another core.
 #pragma once
 
+#include <cstdint>
+
 #include <cogwheel/runtime/detail/intrusive_list.hpp>
+#include <cogwheel/runtime/detail/loop_access.hpp>
 
 namespace cogwheel::detail {
 
@@ -36,6 +46,24 @@ class fd_operations {
   ~fd_operations() { close_all(); }
 
   bool empty() const noexcept { return ops_.empty(); }
+  // The socket's identity (io_request::socket); 0 until set by its owner.
+  std::uint64_t socket() const noexcept { return socket_; }
+  void set_socket(std::uint64_t id) noexcept { socket_ = id; }
+  // An operation on descriptor fd starts on `loop`: true when the socket arrives there (first
+  // use, or from another loop, which then stops watching it).
+  bool arrive(event_loop& loop, int fd) noexcept {
+    if (watcher_ == &loop) return false;
+    if (watcher_ != nullptr) unwatch_descriptor(watcher_, watcher_core_, fd);
+    watcher_ = &loop;
+    watcher_core_ = core_of(loop);
+    return true;
+  }
+  // The descriptor is handed out: the loop watching it (if it is the calling thread's runtime's)
+  // stops.
+  void leave(int fd) noexcept {
+    if (watcher_ != nullptr) unwatch_descriptor(watcher_, watcher_core_, fd);
+    watcher_ = nullptr;
+  }
   void add(fd_operation_link& l) noexcept { ops_.push_back(l); }
   // Unlinks and cancels every operation. Postcondition: empty().
   void close_all() noexcept {
@@ -44,6 +72,9 @@ class fd_operations {
 
  private:
   intrusive_list<fd_operation_link> ops_;
+  std::uint64_t socket_ = 0;
+  event_loop* watcher_ = nullptr;  // compared, and followed only while alive (unwatch_descriptor)
+  unsigned watcher_core_ = 0;
 };
 
 }  // namespace cogwheel::detail

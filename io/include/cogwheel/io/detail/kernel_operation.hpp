@@ -53,8 +53,14 @@ class kernel_operation : public operation<Derived>, private io_completion, priva
   std::coroutine_handle<> start(continuation c) {
     loop_ = &current_loop();
     continuation_ = c;
-    if (owner_ != nullptr) owner_->add(*this);
-    submit();
+    derived().prepare(request_);
+    if (owner_ != nullptr) {
+      owner_->add(*this);
+      request_.socket = owner_->socket();
+      request_.fresh = owner_->arrive(*loop_, request_.fd);
+    }
+    in_flight_ = true;
+    detail::submit(*loop_, *this, request_);
     return std::noop_coroutine();
   }
 

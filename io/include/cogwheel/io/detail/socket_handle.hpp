@@ -29,8 +29,16 @@ namespace cogwheel::detail {
 class socket_handle {
  public:
   socket_handle() noexcept = default;
-  // Takes ownership of fd (-1: none).
-  explicit socket_handle(int fd) noexcept : fd_(fd) {}
+  // Takes ownership of fd (-1: none), a socket new to cogwheel.
+  explicit socket_handle(int fd) noexcept : fd_(fd) {
+    if (fd_ >= 0) ops_.set_socket(new_socket_identity());
+  }
+  // Takes ownership of fd, which a connect operation already used as socket `identity` on the
+  // calling thread's loop (which may watch it already: it goes on doing so).
+  socket_handle(int fd, std::uint64_t identity) noexcept : fd_(fd) {
+    ops_.set_socket(identity);
+    ops_.arrive(current_loop(), fd);
+  }
   // Operations in flight move with the handle (they stay linked, now here), on their thread.
   socket_handle(socket_handle&& o) noexcept : fd_(std::exchange(o.fd_, -1)), ops_(std::move(o.ops_)) {}
   // Closes this handle's socket first (see close()).
@@ -74,7 +82,7 @@ class socket_handle {
     const bool in_flight = !ops_.empty();
     ops_.close_all();
     if (in_flight) flush_submissions(current_loop());
-    forget_descriptor(fd_);
+    ops_.leave(fd_);
     return std::exchange(fd_, -1);
   }
 

@@ -39,6 +39,12 @@ struct io_request {
   std::uint16_t buffer_group = 0;   // recv_pooled
   int fd = -1;
   int flags = 0;
+  // Which socket `fd` is (0: not a socket's, e.g. the loop's own eventfd). What a backend
+  // remembers of a descriptor (epoll: registered, made non-blocking) belongs to one socket, so
+  // a socket that takes a closed one's number starts clean, whatever the number's history.
+  std::uint64_t socket = 0;
+  // The socket's first request on this loop since it was used on another: start clean too.
+  bool fresh = false;
   std::uint32_t len = 0;
   void* addr = nullptr;
 

@@ -60,13 +60,18 @@ void cancel_async(event_loop& loop, io_completion& op);
 // Cancels op's operation and blocks until op's final completion has been dispatched to op
 // (`in_flight` false). For destructors of awaiters whose frame is going away.
 void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight);
-// Any thread: the backends that remember descriptors by number (epoll's registrations) forget
-// this one, in every loop. For a socket whose descriptor is handed out (released), since
-// whoever takes it may close it and the number then names another socket.
-void forget_descriptor(int fd) noexcept;
-// Closes a socket's descriptor after forget_descriptor (any thread).
+// Any thread: a new socket's identity (io_request::socket), never 0 and never reused.
+std::uint64_t new_socket_identity() noexcept;
+// The socket `fd`, last used on `watcher` (core `watcher_core`), is used elsewhere now (or
+// handed out): that loop's backend stops watching it (epoll: EPOLL_CTL_DEL). Does nothing
+// unless `watcher` is still a live loop of the calling thread's runtime, so a pointer to a loop
+// that is gone is never followed. On a loop thread of that runtime.
+void unwatch_descriptor(event_loop* watcher, unsigned watcher_core, int fd) noexcept;
+// The core index of `loop`.
+unsigned core_of(event_loop& loop) noexcept;
+// Closes a descriptor (any thread).
 void close_descriptor(int fd) noexcept;
-// Closes fd (after forget_descriptor) once every request queued on `loop` before this call has
+// Closes fd once every request queued on `loop` before this call has
 // been handed to the kernel, so none of them can find another socket under the number:
 // io_uring queues the close behind them, epoll (whose syscalls ran when they were started)
 // closes at once. For a socket whose operations were just cancelled; on the loop's thread.
