@@ -100,7 +100,7 @@ class attempt_operation : public detail::kernel_operation<attempt_operation, cog
   attempt_operation(const socket_address& to, const std::optional<socket_address>& local) noexcept
       : to_(to), local_(local) {}
   attempt_operation(attempt_operation&& o) noexcept
-      : kernel_operation(std::move(o)), to_(o.to_), local_(o.local_), fd_(std::exchange(o.fd_, -1)) {}
+      : kernel_operation(std::move(o)), to_(o.to_), local_(o.local_), fd_(std::exchange(o.fd_, -1)), socket_(o.socket_) {}
   ~attempt_operation() {
     cancel_and_wait();
     if (fd_ >= 0) detail::close_descriptor(fd_);
@@ -108,15 +108,19 @@ class attempt_operation : public detail::kernel_operation<attempt_operation, cog
 
   std::coroutine_handle<> start(continuation c) {
     fd_ = ::socket(to_.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socket_ = detail::new_socket_identity();
     if (fd_ < 0 || (local_ && ::bind(fd_, local_->data(), local_->size()) < 0)) {
       error_ = errno;
       return c.complete();
     }
     return kernel_operation::start(c);
   }
-  void prepare(detail::io_request& req) noexcept { req.set(detail::io_opcode::connect, fd_, to_.data(), to_.size()); }
+  void prepare(detail::io_request& req) noexcept {
+    req.set(detail::io_opcode::connect, fd_, to_.data(), to_.size());
+    req.socket = socket_;
+  }
   cogwheel::result<tcp_stream> make_result(int res) {
-    if (error_ == 0 && res >= 0) return detail::connected_stream(std::exchange(fd_, -1));
+    if (error_ == 0 && res >= 0) return detail::connected_stream(std::exchange(fd_, -1), socket_);
     if (fd_ >= 0) detail::close_descriptor(std::exchange(fd_, -1));
     return errno_code(error_ != 0 ? error_ : res);
   }
@@ -126,6 +130,7 @@ class attempt_operation : public detail::kernel_operation<attempt_operation, cog
   std::optional<socket_address> local_;
   int fd_ = -1;
   int error_ = 0;
+  std::uint64_t socket_ = 0;  // fd_'s identity (io_request::socket), kept by the stream
 };
 
 int family_of(ip_family f) noexcept { return f == ip_family::ipv6 ? AF_INET6 : AF_INET; }

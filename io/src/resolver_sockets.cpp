@@ -42,6 +42,10 @@ void socket_watchers::set_wanted(ares_socket_t fd, short events, bool wanted) {
     w->set = this;
     w->fd = fd;
     w->events = events;
+    // The socket's identity (io_request::socket): the other direction's, if watched already; a
+    // socket c-ares opens under a closed one's number gets new watchers (forget), so a new one.
+    const watcher* other = find(fd, events == POLLIN ? short{POLLOUT} : short{POLLIN});
+    w->request.socket = other != nullptr ? other->request.socket : new_socket_identity();
     w->on_cqe = &socket_watchers::on_poll;
     active_.push_back(w);
   }
@@ -116,7 +120,7 @@ ares_socket_t open_socket(int domain, int type, int protocol, void*) {
 
 int close_socket(ares_socket_t fd, void* user) {
   static_cast<socket_watchers*>(user)->forget(fd);
-  close_descriptor(fd);  // the epoll backend forgets the number first
+  close_descriptor(fd);
   return 0;
 }
 

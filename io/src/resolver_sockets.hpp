@@ -4,8 +4,8 @@
 // (ares_process_fd): c-ares' own non-blocking calls, never a wait.
 //
 // c-ares creates and closes its sockets through socket_watchers::functions, so that a socket's
-// watchers are withdrawn before its number is closed, and the epoll backend forgets the number
-// (detail::close_descriptor) before another socket can take it.
+// watchers are withdrawn before its number is closed. A socket's polls carry its identity
+// (io_request::socket), so a socket that takes a closed one's number is new to the backend.
 //
 // Ownership: watchers are heap objects owned by this set. A watcher whose socket closed while
 // its poll was in flight stays (retired) until that poll's completion arrives; shutdown() waits

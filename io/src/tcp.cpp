@@ -23,6 +23,15 @@ result<void> set_option(int fd, int level, int name, int value) noexcept {
 
 namespace detail {
 
+void abort_copied_bytewise() noexcept {
+  std::fputs("cogwheel: a socket was copied byte for byte instead of moved, so two objects own its "
+             "descriptor (g++ 12 does this to a temporary that owns a socket inside a co_await "
+             "expression, e.g. a lambda capturing a stream passed to submit_to: name it in a "
+             "variable first)\n",
+             stderr);
+  std::abort();
+}
+
 void abort_closed_on_other_thread() noexcept {
   std::fputs("cogwheel: a socket (tcp_stream, udp_socket) was closed on a thread other than the "
              "one its in-flight operation runs on. Close (or destroy) a socket on the core that "

@@ -30,6 +30,12 @@
 
 namespace cogwheel::detail {
 
+// A socket found copied byte for byte rather than moved (two owners of one descriptor, each
+// closing it): reported, then abort. g++ 12 does this to a temporary that owns a socket in a
+// co_await expression (`co_await submit_to(1, [s = std::move(stream)] {...})`): the lambda is
+// duplicated into the frame and both copies are destroyed. Name such a temporary first.
+[[noreturn]] void abort_copied_bytewise() noexcept;
+
 // What an operation in flight on a descriptor puts into its owner's list.
 struct fd_operation_link : list_link {
   // Called by close_all() after unlinking: cancel, never resume anything from here.
@@ -40,7 +46,10 @@ class fd_operations {
  public:
   fd_operations() noexcept = default;
   // Takes o's operations (they stay linked, now here): a stream may move while it reads.
-  fd_operations(fd_operations&& o) noexcept = default;
+  fd_operations(fd_operations&& o) noexcept : socket_(o.socket_), watcher_(o.watcher_), watcher_core_(o.watcher_core_) {
+    if (!o.ops_.well_formed()) abort_copied_bytewise();
+    ops_ = std::move(o.ops_);
+  }
   // Precondition: this list is empty (its owner was closed).
   fd_operations& operator=(fd_operations&& o) noexcept = default;
   ~fd_operations() { close_all(); }

@@ -54,6 +54,10 @@ class intrusive_list {
   }
 
   bool empty() const noexcept { return head_.next_ == &head_; }
+  // False for a list that was copied byte for byte instead of moved: its ends still point at
+  // the original's sentinel. (g++ 12 makes such copies of a temporary in a co_await expression:
+  // see fd_operations.)
+  bool well_formed() const noexcept { return head_.next_->prev_ == &head_ && head_.prev_->next_ == &head_; }
   // Precondition: !empty().
   Node& front() noexcept { return static_cast<Node&>(*head_.next_); }
   // Precondition: !empty(). Unlinks the oldest node and returns it.
