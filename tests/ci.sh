@@ -75,7 +75,7 @@ cmake -S . -B build/ci-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=
   -DCOGWHEEL_SANITIZE=thread -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON >/dev/null
 # Only what runs there: the tests labelled multicore.
 cmake --build build/ci-tsan -j "$jobs" --target runtime_multicore_test runtime_metrics_test \
-  runtime_metrics_prometheus_test runtime_submit_deadline_test io_close_anywhere_test
+  runtime_metrics_prometheus_test runtime_submit_deadline_test io_close_anywhere_test io_gauges_test
 (cd build/ci-tsan && TSAN_OPTIONS=halt_on_error=1 ctest_counted -L multicore --output-on-failure -j "$jobs")
 (cd build/ci-tsan && TSAN_OPTIONS=halt_on_error=1 COGWHEEL_BACKEND=epoll \
   ctest_counted -L multicore --output-on-failure -j "$jobs")

@@ -46,6 +46,7 @@ class pool_state : private shutdown_hook {
   void take([[maybe_unused]] std::uint16_t id) noexcept {
     assert(id < count_);
     ++held_;
+    if (loop_ != nullptr) count_pooled_buffers(*loop_, 1);
     use();
   }
   pooled_buffer adopt(std::uint16_t id, std::uint32_t len) noexcept {
@@ -54,12 +55,16 @@ class pool_state : private shutdown_hook {
   void give_back(std::uint16_t id) noexcept {
     assert(held_ > 0);
     --held_;
+    if (loop_ != nullptr) count_pooled_buffers(*loop_, -1);
     if (registered_) give_buffer(*loop_, group_, id);
     unuse();
   }
 
   // No new read may take from the ring from here on (the owner let go, or the loop shuts down).
+  // The buffers still held leave the core's pooled_buffers_in_use here: the gauge counts the
+  // buffers of pools in use, on the loop's thread (while loop_ is set).
   void unregister() noexcept {
+    if (loop_ != nullptr && held_ != 0) count_pooled_buffers(*loop_, -static_cast<int>(held_));
     if (registered_) remove_buffer_group(*loop_, group_);
     registered_ = false;
     loop_ = nullptr;

@@ -145,6 +145,10 @@ class event_loop {
   void note_spawn_failure() noexcept { ++metrics_.spawn_failures; }
   // A listener paused accepting (out of descriptors or memory) and backs off.
   void note_accept_pause() noexcept { ++metrics_.accept_pauses; }
+  void count_open_sockets(int delta) noexcept { metrics_.open_sockets.add(delta); }
+  // Another thread's: a socket counted here left (see live_metrics::sockets_departed).
+  void count_socket_departed() noexcept { metrics_.sockets_departed.fetch_add(1, std::memory_order_relaxed); }
+  void count_pooled_buffers(int delta) noexcept { metrics_.pooled_buffers_in_use.add(delta); }
   // Destroys every spawned coroutine that is still suspended (their awaiters cancel their
   // timers and operations), then drops the ready queue.
   void destroy_spawned() noexcept;

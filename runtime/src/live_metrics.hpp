@@ -8,6 +8,8 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <cstdint>
 
 #include <cogwheel/runtime/metrics.hpp>
 
@@ -38,8 +40,12 @@ struct live_metrics {
 
   std::array<gauge, timer_level_count + 1> pending_timers_per_level;  // published by the loop
   gauge ready_tasks;                                                  // published by the loop
-  gauge open_sockets;           // not counted yet: io does not report them (see metrics.hpp)
-  gauge pooled_buffers_in_use;  // not counted yet
+  // io's gauges, counted through loop_services.hpp on this loop's thread. A socket that leaves
+  // this core from another thread (its first operation there, or its close) cannot write the
+  // gauge: it adds to sockets_departed instead, an atomic add on that rare path only.
+  gauge open_sockets;
+  std::atomic<std::int64_t> sockets_departed{0};
+  gauge pooled_buffers_in_use;
 
   histogram timer_lateness;
   histogram iteration_duration;

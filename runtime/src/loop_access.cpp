@@ -1,6 +1,7 @@
 // The out-of-line side of <cogwheel/runtime/detail/loop_access.hpp> and <cogwheel/runtime/stats.hpp>:
 // what public headers may ask of the calling thread's loop.
 #include <cogwheel/runtime/detail/loop_access.hpp>
+#include <cogwheel/runtime/detail/loop_services.hpp>
 #include <cogwheel/runtime/stats.hpp>
 #include <cogwheel/runtime/run.hpp>
 #include <cogwheel/runtime/time.hpp>
@@ -57,16 +58,6 @@ std::uint64_t new_socket_identity() noexcept {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-unsigned core_of(event_loop& loop) noexcept { return loop.core(); }
-
-void unwatch_descriptor(event_loop* watcher, unsigned watcher_core, int fd) noexcept {
-  event_loop* here = event_loop::current();
-  // Alive means: still the loop of that core in this runtime (compared, never dereferenced
-  // before that). A loop of an earlier run at the same address never watched the socket (it
-  // would have been recorded as the watcher), so at worst its set lacks the descriptor.
-  if (here == nullptr || watcher == nullptr || here->peer(watcher_core) != watcher) return;
-  watcher->driver().unwatch(fd);
-}
 void flush_submissions(event_loop& loop) noexcept { loop.driver().flush(); }
 
 void add_shutdown_hook(event_loop& loop, shutdown_hook& h) noexcept { loop.add_shutdown_hook(h); }
@@ -85,6 +76,30 @@ void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept {
 }
 const resolver_options& resolver_settings(event_loop& loop) noexcept { return loop.resolver(); }
 void note_accept_pause(event_loop& loop) noexcept { loop.note_accept_pause(); }
+
+unsigned socket_arrives(event_loop& loop) noexcept {
+  loop.count_open_sockets(1);
+  return loop.core();
+}
+
+void socket_departs(event_loop* home, unsigned home_core, int fd, bool unwatch) noexcept {
+  event_loop* here = event_loop::current();
+  if (here == nullptr || home == nullptr) return;
+  if (home == here) {
+    if (unwatch) home->driver().unwatch(fd);
+    home->count_open_sockets(-1);
+    return;
+  }
+  // Alive means: still the loop of that core in this runtime (compared, never dereferenced
+  // before that). (A socket kept from an earlier runtime whose loop stood at the same address
+  // is taken for one of this loop's: counted off here though never counted in. Sockets that
+  // outlive their runtime are not what the gauge is for.)
+  if (here->peer(home_core) != home) return;
+  if (unwatch) home->driver().unwatch(fd);  // epoll_ctl on another loop's set: the kernel's lock
+  home->count_socket_departed();
+}
+
+void count_pooled_buffers(event_loop& loop, int delta) noexcept { loop.count_pooled_buffers(delta); }
 
 void post_remote(event_loop& target, remote_message& m) noexcept { target.post_remote(m); }
 event_loop* peer_loop(unsigned core) noexcept { return current_loop().peer(core); }

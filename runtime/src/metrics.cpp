@@ -111,7 +111,7 @@ void live_metrics::snapshot(core_metrics& out) const noexcept {
   // the loop's own wake-up read counts as one): the difference is what is in flight. Read
   // completions first, so that a concurrent snapshot never sees more completions than starts.
   out.operations_in_flight = static_cast<std::int64_t>(out.submissions - out.completions);
-  out.open_sockets = open_sockets.value();
+  out.open_sockets = open_sockets.value() - sockets_departed.load(std::memory_order_relaxed);
   out.pooled_buffers_in_use = pooled_buffers_in_use.value();
   out.timer_lateness = timer_lateness;
   out.iteration_duration = iteration_duration;

@@ -129,9 +129,10 @@ struct gauge_field {
   std::int64_t core_metrics::*field;
 };
 
-// (open_sockets and pooled_buffers_in_use are not exported until io counts them.)
 constexpr gauge_field gauge_fields[] = {
     {"cogwheel_io_operations_in_flight", "I/O operations started and not yet completed.", &core_metrics::operations_in_flight},
+    {"cogwheel_open_sockets", "Streams and UDP sockets open with this core as their home.", &core_metrics::open_sockets},
+    {"cogwheel_pooled_buffers_in_use", "Buffers of this core's buffer pools lent out to reads.", &core_metrics::pooled_buffers_in_use},
 };
 
 void write_cores(writer& w, const std::vector<core_metrics>& cores) {

@@ -114,10 +114,11 @@ struct core_metrics {
   std::uint64_t pending_timers = 0;      ///< the sum of pending_timers_per_level
   std::uint64_t ready_tasks = 0;         ///< the ready queue's depth
   std::int64_t operations_in_flight = 0; ///< I/O operations started and not yet completed
-  /// Sockets the io library holds open on this core. Not counted yet (0): io does not report
-  /// it to the runtime so far, and it is not exported.
+  /// Sockets of the io library (tcp_stream, udp_socket; listeners not included) open with this
+  /// core as their home: the core they were opened on or last started an operation on.
   std::int64_t open_sockets = 0;
-  /// Provided buffers lent out to reads. Not counted yet (0), not exported.
+  /// Buffers of this core's buffer pools lent out: held by pooled_buffer handles, or taken by
+  /// a read whose completion is not yet handed over.
   std::int64_t pooled_buffers_in_use = 0;
 
   // Histograms, in nanoseconds.

@@ -12,11 +12,12 @@
 //     completes soon with errc::operation_canceled (or with what it transferred, if that raced
 //     ahead). Only then may the owner ::close() the number.
 //
-// Identity and watcher: a backend may remember things about a descriptor (epoll: registered in
+// Identity and home: a backend may remember things about a descriptor (epoll: registered in
 // its set, made non-blocking). That memory belongs to the socket, not to the number: each
 // request carries the socket's identity (never reused), so a socket that takes a closed one's
-// number starts clean; and a socket that moves to another core leaves the old loop's set when
-// its first operation starts on the new one.
+// number starts clean. Its home is the loop it was opened on or last used on: that core counts
+// it as open (core_metrics::open_sockets), and a socket that moves to another core leaves the
+// old loop's set, and its count, when its first operation starts on the new one.
 //
 // Threading: the list belongs to the loop thread the operations run on. An owner with
 // operations in flight must be closed on that thread (checked: misuse aborts with a message);
@@ -24,9 +25,10 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include <cogwheel/runtime/detail/intrusive_list.hpp>
-#include <cogwheel/runtime/detail/loop_access.hpp>
+#include <cogwheel/runtime/detail/loop_services.hpp>
 
 namespace cogwheel::detail {
 
@@ -45,33 +47,51 @@ struct fd_operation_link : list_link {
 class fd_operations {
  public:
   fd_operations() noexcept = default;
-  // Takes o's operations (they stay linked, now here): a stream may move while it reads.
-  fd_operations(fd_operations&& o) noexcept : socket_(o.socket_), watcher_(o.watcher_), watcher_core_(o.watcher_core_) {
+  // Takes o's operations (they stay linked, now here): a stream may move while it reads. The
+  // socket's identity and home come along; o keeps none.
+  fd_operations(fd_operations&& o) noexcept
+      : socket_(o.socket_), home_(std::exchange(o.home_, nullptr)), home_core_(o.home_core_) {
     if (!o.ops_.well_formed()) abort_copied_bytewise();
     ops_ = std::move(o.ops_);
   }
-  // Precondition: this list is empty (its owner was closed).
-  fd_operations& operator=(fd_operations&& o) noexcept = default;
+  // Precondition: this list is empty and the socket has left its home (its owner was closed).
+  fd_operations& operator=(fd_operations&& o) noexcept {
+    if (this != &o) {
+      if (!o.ops_.well_formed()) abort_copied_bytewise();
+      ops_ = std::move(o.ops_);
+      socket_ = o.socket_;
+      home_ = std::exchange(o.home_, nullptr);
+      home_core_ = o.home_core_;
+    }
+    return *this;
+  }
   ~fd_operations() { close_all(); }
 
   bool empty() const noexcept { return ops_.empty(); }
   // The socket's identity (io_request::socket); 0 until set by its owner.
   std::uint64_t socket() const noexcept { return socket_; }
   void set_socket(std::uint64_t id) noexcept { socket_ = id; }
+  // The socket is opened on `loop` (nullptr: on no loop thread; then its first operation is
+  // where it arrives).
+  void open_on(event_loop* loop) noexcept {
+    if (loop == nullptr) return;
+    home_ = loop;
+    home_core_ = socket_arrives(*loop);
+  }
   // An operation on descriptor fd starts on `loop`: true when the socket arrives there (first
-  // use, or from another loop, which then stops watching it).
+  // use, or from another loop, which then stops watching and counting it). The hot path is the
+  // comparison.
   bool arrive(event_loop& loop, int fd) noexcept {
-    if (watcher_ == &loop) return false;
-    if (watcher_ != nullptr) unwatch_descriptor(watcher_, watcher_core_, fd);
-    watcher_ = &loop;
-    watcher_core_ = core_of(loop);
+    if (home_ == &loop) return false;
+    depart(fd, true);
+    home_ = &loop;
+    home_core_ = socket_arrives(loop);
     return true;
   }
-  // The descriptor is handed out: the loop watching it (if it is the calling thread's runtime's)
-  // stops.
-  void leave(int fd) noexcept {
-    if (watcher_ != nullptr) unwatch_descriptor(watcher_, watcher_core_, fd);
-    watcher_ = nullptr;
+  // The socket leaves its home: handed out (`unwatch`), or closing (not: a closed descriptor
+  // leaves every epoll set by itself).
+  void depart(int fd, bool unwatch) noexcept {
+    if (home_ != nullptr) socket_departs(std::exchange(home_, nullptr), home_core_, fd, unwatch);
   }
   void add(fd_operation_link& l) noexcept { ops_.push_back(l); }
   // Unlinks and cancels every operation. Postcondition: empty().
@@ -82,8 +102,8 @@ class fd_operations {
  private:
   intrusive_list<fd_operation_link> ops_;
   std::uint64_t socket_ = 0;
-  event_loop* watcher_ = nullptr;  // compared, and followed only while alive (unwatch_descriptor)
-  unsigned watcher_core_ = 0;
+  event_loop* home_ = nullptr;  // watches and counts it; compared, followed only while alive
+  unsigned home_core_ = 0;
 };
 
 }  // namespace cogwheel::detail

@@ -31,13 +31,15 @@ class socket_handle {
   socket_handle() noexcept = default;
   // Takes ownership of fd (-1: none), a socket new to cogwheel.
   explicit socket_handle(int fd) noexcept : fd_(fd) {
-    if (fd_ >= 0) ops_.set_socket(new_socket_identity());
+    if (fd_ < 0) return;
+    ops_.set_socket(new_socket_identity());
+    ops_.open_on(current_loop_if_any());
   }
   // Takes ownership of fd, which a connect operation already used as socket `identity` on the
   // calling thread's loop (which may watch it already: it goes on doing so).
   socket_handle(int fd, std::uint64_t identity) noexcept : fd_(fd) {
     ops_.set_socket(identity);
-    ops_.arrive(current_loop(), fd);
+    ops_.open_on(&current_loop());
   }
   // Operations in flight move with the handle (they stay linked, now here), on their thread.
   socket_handle(socket_handle&& o) noexcept : fd_(std::exchange(o.fd_, -1)), ops_(std::move(o.ops_)) {}
@@ -68,6 +70,7 @@ class socket_handle {
     const bool in_flight = !ops_.empty();
     ops_.close_all();
     const int fd = std::exchange(fd_, -1);
+    ops_.depart(fd, false);
     if (in_flight)
       close_descriptor_after_queued(current_loop(), fd);
     else
@@ -82,7 +85,7 @@ class socket_handle {
     const bool in_flight = !ops_.empty();
     ops_.close_all();
     if (in_flight) flush_submissions(current_loop());
-    ops_.leave(fd_);
+    ops_.depart(fd_, true);
     return std::exchange(fd_, -1);
   }
 

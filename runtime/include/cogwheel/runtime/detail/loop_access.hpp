@@ -62,13 +62,6 @@ void cancel_async(event_loop& loop, io_completion& op);
 void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight);
 // Any thread: a new socket's identity (io_request::socket), never 0 and never reused.
 std::uint64_t new_socket_identity() noexcept;
-// The socket `fd`, last used on `watcher` (core `watcher_core`), is used elsewhere now (or
-// handed out): that loop's backend stops watching it (epoll: EPOLL_CTL_DEL). Does nothing
-// unless `watcher` is still a live loop of the calling thread's runtime, so a pointer to a loop
-// that is gone is never followed. On a loop thread of that runtime.
-void unwatch_descriptor(event_loop* watcher, unsigned watcher_core, int fd) noexcept;
-// The core index of `loop`.
-unsigned core_of(event_loop& loop) noexcept;
 // Closes a descriptor (any thread).
 void close_descriptor(int fd) noexcept;
 // Closes fd once every request queued on `loop` before this call has

@@ -41,6 +41,23 @@ int add_buffer_group(event_loop& loop, std::uint16_t group, std::byte* memory, s
 void give_buffer(event_loop& loop, std::uint16_t group, std::uint16_t id) noexcept;
 void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept;
 
+// --- a socket's home core: the loop that watches it and counts it as open ---
+// (core_metrics::open_sockets; epoll's registration, see io_request::socket.)
+// A socket of the io library is opened on, or arrives at (its first operation there), `loop`,
+// on its thread: counted there from now on. Returns loop's core index, for socket_departs.
+unsigned socket_arrives(event_loop& loop) noexcept;
+// The socket `fd`, counted on `home` (core `home_core`), leaves it: it arrived at another loop
+// (`unwatch`: home's backend stops watching it, epoll: EPOLL_CTL_DEL), was handed out (release,
+// `unwatch` too) or closes (closing the descriptor leaves every epoll set: no `unwatch`). On
+// home's thread the gauge goes down; on another loop thread of home's runtime home counts the
+// departure (an atomic add: a socket moving between cores is not the hot path); on any other
+// thread home is not followed (it may be gone), and the socket stays counted there.
+void socket_departs(event_loop* home, unsigned home_core, int fd, bool unwatch) noexcept;
+
+// Buffers lent out of the core's buffer pools (core_metrics::pooled_buffers_in_use): +n when
+// a read takes them, -n when they are given back. On `loop`'s thread.
+void count_pooled_buffers(event_loop& loop, int delta) noexcept;
+
 // A listener stopped accepting for a while (out of descriptors): counted in the core's metrics.
 void note_accept_pause(event_loop& loop) noexcept;
 
