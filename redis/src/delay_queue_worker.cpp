@@ -99,6 +99,9 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options options
   }
   client_options sub_options;
   sub_options.address = o_.address;
+  sub_options.host = o_.host;
+  sub_options.port = o_.port;
+  sub_options.tls = o_.tls;
   sub_options.subscriptions = {channel_};
   sub_options.on_message = [this](std::string_view, std::string_view m) { on_message(m); };
   auto sub = co_await client::connect(std::move(sub_options));

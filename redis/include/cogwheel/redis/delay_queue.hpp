@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -77,7 +78,12 @@ struct queue_options {
 
 /// How a worker claims and runs jobs.
 struct worker_options {
-  socket_address address;  ///< of the Redis server, for the worker's Pub/Sub connection
+  /// The Redis server, for the worker's Pub/Sub connection: as client_options' fields of the
+  /// same names (`host` and `port` when host is set, else `address`; `tls` when set).
+  socket_address address;
+  std::string host;         ///< see above
+  std::uint16_t port = 6379;  ///< see above
+  std::optional<client_tls> tls;  ///< see above
   /// How long a claim holds a job (after its due time) before another worker may take it.
   std::chrono::milliseconds visibility{30000};
   /// The handler's deadline ends this long before the lease does (default: visibility / 10,
