@@ -10,7 +10,9 @@
 # moves its installed tree, each then used through pkg-config alone. The Redis client
 # is always built, so every route must also ship it: tests/install/redis_consumer.cpp
 # is built and run through cogwheel::redis, the cogwheel-redis pkg-config module and Meson's
-# dependency('cogwheel-redis').
+# dependency('cogwheel-redis'). The Redis client speaks TLS where cogwheel::tls is built (OpenSSL
+# 3 found): route 1c builds without it (COGWHEEL_TLS=OFF) and checks that nothing installed
+# then names cogwheel::tls or cogwheel-tls, and redis_consumer checks which it got.
 # Also checks that only libraries, headers and package files are installed, and that a
 # subproject builds no tests, examples or benchmarks. Build trees of cogwheel itself go under
 # build/install-*, everything else under one mktemp directory, removed at exit.
@@ -26,6 +28,8 @@ trap 'rm -rf "$tmp"' EXIT
 check() { echo; echo "== $*"; }
 # The Redis client is always built (its RESP parser is its own), so it must always be installed.
 with_redis=true
+# What redis_consumer must find (redis::tls_supported()): TLS wherever OpenSSL 3 is found.
+if pkg-config --exists 'openssl >= 3'; then export COGWHEEL_EXPECT_REDIS_TLS=1; else export COGWHEEL_EXPECT_REDIS_TLS=0; fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # run_consumer <executable>: runs it; 77 counts as skipped, anything else non-zero fails.
 run_consumer() {
@@ -136,6 +140,30 @@ if grep -rq "$tmp/cmake-prefix" "$tmp/elsewhere"; then
   fail "files installed elsewhere still name the configured prefix: $(grep -rl "$tmp/cmake-prefix" "$tmp/elsewhere")"
 fi
 pkgconfig_consumers "$tmp/elsewhere" "$tmp/consumer-elsewhere"
+
+check "1c. without OpenSSL (COGWHEEL_TLS=OFF): the Redis client installs and links without cogwheel::tls"
+cmake -S . -B build/install-notls -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOGWHEEL_TLS=OFF \
+  -DCMAKE_INSTALL_PREFIX="$tmp/notls-prefix" \
+  -DCOGWHEEL_BUILD_TESTS=OFF -DCOGWHEEL_BUILD_EXAMPLES=OFF -DCOGWHEEL_BENCH=OFF >/dev/null
+cmake --build build/install-notls -j "$jobs" >/dev/null
+cmake --install build/install-notls >/dev/null
+check_installed "$tmp/notls-prefix"
+[ -z "$(find "$tmp/notls-prefix" -name 'libcogwheel_tls.*' -print -quit)" ] || fail "cogwheel::tls installed with COGWHEEL_TLS=OFF"
+redis_files=$(find "$tmp/notls-prefix" -name 'cogwheelRedisTargets*.cmake' -o -name cogwheel-redis.pc)
+[ -n "$redis_files" ] || fail "no Redis package files installed"
+# shellcheck disable=SC2086
+if grep -lE "cogwheel::tls|cogwheel-tls|ssl" $redis_files; then fail "the Redis package files above name TLS in a build without it"; fi
+COGWHEEL_EXPECT_REDIS_TLS=0
+pkgconfig_consumers "$tmp/notls-prefix" "$tmp/consumer-notls"
+cmake -S tests/install/cmake -B "$tmp/consumer-notls-cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$tmp/notls-prefix" >/dev/null
+cmake --build "$tmp/consumer-notls-cmake" >/dev/null
+run_consumer "$tmp/consumer-notls-cmake/redis_consumer"
+if pkg-config --exists 'openssl >= 3'; then COGWHEEL_EXPECT_REDIS_TLS=1; fi
+if [ "$COGWHEEL_EXPECT_REDIS_TLS" = 1 ]; then  # and the build with TLS says so in its package files
+  grep -q "cogwheel-tls" "$(find "$tmp/cmake-prefix" -name cogwheel-redis.pc -print -quit)" \
+    || fail "cogwheel-redis.pc of the build with TLS does not require cogwheel-tls"
+fi
 
 check "2. meson install, cogwheel.pc through pkg-config"
 meson_options=(-Dbuildtype=release "-Dprefix=$tmp/meson-prefix" -Dtests=false -Dexamples=false -Dbench=false)
