@@ -59,15 +59,15 @@ task<result<link>> establish(const client_options& options) {
 #endif
   link l;
   result<tcp_stream> tcp = std::make_error_code(errc::invalid_argument);
-  if (options.host.empty())
-    tcp = co_await tcp_stream::connect(options.address);
+  if (options.host)
+    tcp = co_await tcp_stream::connect(*options.host, options.port, options.connect);
   else
-    tcp = co_await tcp_stream::connect(options.host, options.port, options.connect);
+    tcp = co_await tcp_stream::connect(options.address);
   if (!tcp) co_return tcp.error();
 #if COGWHEEL_REDIS_TLS
   if (options.tls) {
     std::string name = options.tls->server_name;
-    if (name.empty()) name = options.host.empty() ? ip_of(options.address) : options.host;
+    if (name.empty()) name = options.host ? *options.host : ip_of(options.address);
     auto s = co_await tls::stream::connect(std::move(*tcp), *options.tls->context, std::move(name));
     if (!s) co_return s.error();
     l.secure = std::move(*s);

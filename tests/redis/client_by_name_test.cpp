@@ -124,5 +124,18 @@ TEST_F(redis_by_name, connect_timeout_bounds_resolution_and_connection_together)
   }(), options(/*paused=*/true));
 }
 
+// g++ 12 mishandles an aggregate temporary written inside a co_await's operand (it is copied
+// bitwise and destroyed twice): options left at their defaults must survive that, as they did
+// before client_options had a host (an empty std::string would be freed at a frame's address).
+TEST_F(redis_by_name, options_braced_inside_the_await_with_host_unset_are_safe) {
+  redis_server server;
+  ASSERT_TRUE(server.running());
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect({.address = socket_address::ipv4_loopback(server.port())});
+    CO_ASSERT_OK(c);
+    CO_ASSERT_OK(co_await c->command("PING"));
+  }(), options());
+}
+
 }  // namespace
 }  // namespace cogwheel::redis_test

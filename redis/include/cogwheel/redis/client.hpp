@@ -1,7 +1,10 @@
 // client: a Redis connection on one cogwheel core, pipelined.
 //
 //   auto c = co_await redis::client::connect({.address = addr});
-//   auto by_name = co_await redis::client::connect({.host = "redis.internal", .port = 6379});
+//   redis::client_options o;
+//   o.host = "redis.internal";  // resolved again at every reconnection (a named variable: g++ 12
+//                               // mishandles a braced one with a string inside co_await)
+//   auto by_name = co_await redis::client::connect(o);
 //   result<reply> r = co_await c->command("ZADD", key, score, member);
 //   auto r2 = co_await with_timeout(c->command("GET", key), 50ms);   // errc::timed_out
 //
@@ -63,10 +66,14 @@ struct client_tls {
 };
 
 struct client_options {
-  /// The server by address; used when `host` is empty.
+  /// The server by address; used when `host` is unset.
   socket_address address = {};
-  /// The server by name, resolved again at every (re)connection; `port` goes with it.
-  std::string host = {};
+  /// The server by name, resolved again at every (re)connection; `port` goes with it. Unset:
+  /// `address`. (An optional, not an empty string: g++ 12 copies an aggregate temporary written
+  /// inside a co_await's operand bitwise, which an empty std::string does not survive, so that
+  /// `co_await client::connect({.address = a})` stays safe there. Options with a host set are
+  /// best built in a named variable.)
+  std::optional<std::string> host = {};
   std::uint16_t port = 6379;
   /// How a name's addresses are raced (Happy Eyeballs); only with `host`.
   connect_options connect = {};

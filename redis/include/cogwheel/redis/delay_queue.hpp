@@ -83,7 +83,7 @@ struct worker_options {
   /// The Redis server, for the worker's Pub/Sub connection: as client_options' fields of the
   /// same names (`host` and `port` when host is set, else `address`; `tls` when set).
   socket_address address;
-  std::string host;         ///< see above
+  std::optional<std::string> host = {};  ///< see above
   std::uint16_t port = 6379;  ///< see above
   std::optional<client_tls> tls;  ///< see above
   /// How long a claim holds a job (after its due time) before another worker may take it.
