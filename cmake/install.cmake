@@ -6,7 +6,8 @@
 #   <libdir>/pkgconfig/cogwheel.pc             the same libraries for pkg-config (as Meson's)
 #   and, when OpenSSL 3 was found: libcogwheel_tls, <includedir>/cogwheel/tls/, the target
 #   cogwheel::tls (find_package component tls) and <libdir>/pkgconfig/cogwheel-tls.pc
-#   and the Redis client (always built: its RESP parser is its own):
+#   and the Redis client (always built: its RESP parser is its own; linked with cogwheel::tls
+#   where that is built, so its targets and cogwheel-redis.pc then require it):
 #   <libdir>/libcogwheel_redis.a, <includedir>/cogwheel/redis/...
 #   <libdir>/cmake/cogwheel/cogwheelRedisTargets.cmake   cogwheel::redis (COMPONENTS redis)
 #   <libdir>/pkgconfig/cogwheel-redis.pc                 the Redis client for pkg-config
@@ -92,6 +93,12 @@ if(TARGET cogwheel_tls)  # relocatable like cogwheel.pc (COGWHEEL_PC_PREFIX abov
   install(FILES ${PROJECT_BINARY_DIR}/cogwheel-tls.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endif()
 if(TARGET cogwheel_redis)
+  # Built with TLS (cogwheel::tls exists), it needs cogwheel-tls.pc too.
+  if(TARGET cogwheel_tls)
+    set(COGWHEEL_REDIS_PC_TLS ", cogwheel-tls = ${PROJECT_VERSION}")
+  else()
+    set(COGWHEEL_REDIS_PC_TLS "")
+  endif()
   configure_file(${CMAKE_CURRENT_LIST_DIR}/cogwheel-redis.pc.in ${PROJECT_BINARY_DIR}/cogwheel-redis.pc @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/cogwheel-redis.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endif()

@@ -10,7 +10,9 @@
 # moves its installed tree, each then used through pkg-config alone. The Redis client
 # is always built, so every route must also ship it: tests/install/redis_consumer.cpp
 # is built and run through cogwheel::redis, the cogwheel-redis pkg-config module and Meson's
-# dependency('cogwheel-redis').
+# dependency('cogwheel-redis'). The Redis client speaks TLS where cogwheel::tls is built (OpenSSL
+# 3 found): route 1c builds without it (COGWHEEL_TLS=OFF) and checks that nothing installed
+# then names cogwheel::tls or cogwheel-tls, and redis_consumer checks which it got.
 # Also checks that only libraries, headers and package files are installed, and that a
 # subproject builds no tests, examples or benchmarks. Build trees of cogwheel itself go under
 # build/install-*, everything else under one mktemp directory, removed at exit.
@@ -26,6 +28,8 @@ trap 'rm -rf "$tmp"' EXIT
 check() { echo; echo "== $*"; }
 # The Redis client is always built (its RESP parser is its own), so it must always be installed.
 with_redis=true
+# What redis_consumer must find (redis::tls_supported()): TLS wherever OpenSSL 3 is found.
+if pkg-config --exists 'openssl >= 3'; then export COGWHEEL_EXPECT_REDIS_TLS=1; else export COGWHEEL_EXPECT_REDIS_TLS=0; fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # run_consumer <executable>: runs it; 77 counts as skipped, anything else non-zero fails.
 run_consumer() {
@@ -37,7 +41,8 @@ run_consumer() {
     fail "$1 exited with $rc"
   fi
 }
-# check_installed <prefix>: the libraries, the umbrella header and nothing executable.
+# check_installed <prefix> [notls]: the libraries, the umbrella header and nothing executable;
+# cogwheel::tls too where OpenSSL 3 is found, unless `notls` (a build with COGWHEEL_TLS=OFF).
 check_installed() {
   local prefix=$1 lib
   for lib in timer runtime io; do
@@ -54,7 +59,7 @@ check_installed() {
   if [ -d "$prefix/bin" ] || [ -n "$(find "$prefix" -type f -perm -u+x ! -name '*.so*' -print -quit)" ]; then
     fail "something executable was installed under $prefix (tests, examples or benchmarks?)"
   fi
-  if pkg-config --exists 'openssl >= 3'; then  # cogwheel::tls is built and installed with it
+  if [ "${2:-}" != notls ] && pkg-config --exists 'openssl >= 3'; then  # cogwheel::tls is built and installed with it
     [ -n "$(find "$prefix" -name "libcogwheel_tls.*" -print -quit)" ] || fail "libcogwheel_tls not installed"
     [ -f "$prefix/include/cogwheel/tls/stream.hpp" ] || fail "<cogwheel/tls/stream.hpp> not installed"
     [ -n "$(find "$prefix" -name cogwheel-tls.pc -print -quit)" ] || fail "cogwheel-tls.pc not installed"
@@ -136,6 +141,30 @@ if grep -rq "$tmp/cmake-prefix" "$tmp/elsewhere"; then
   fail "files installed elsewhere still name the configured prefix: $(grep -rl "$tmp/cmake-prefix" "$tmp/elsewhere")"
 fi
 pkgconfig_consumers "$tmp/elsewhere" "$tmp/consumer-elsewhere"
+
+check "1c. without OpenSSL (COGWHEEL_TLS=OFF): the Redis client installs and links without cogwheel::tls"
+cmake -S . -B build/install-notls -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOGWHEEL_TLS=OFF \
+  -DCMAKE_INSTALL_PREFIX="$tmp/notls-prefix" \
+  -DCOGWHEEL_BUILD_TESTS=OFF -DCOGWHEEL_BUILD_EXAMPLES=OFF -DCOGWHEEL_BENCH=OFF >/dev/null
+cmake --build build/install-notls -j "$jobs" >/dev/null
+cmake --install build/install-notls >/dev/null
+check_installed "$tmp/notls-prefix" notls
+[ -z "$(find "$tmp/notls-prefix" -name 'libcogwheel_tls.*' -print -quit)" ] || fail "cogwheel::tls installed with COGWHEEL_TLS=OFF"
+redis_files=$(find "$tmp/notls-prefix" -name 'cogwheelRedisTargets*.cmake' -o -name cogwheel-redis.pc)
+[ -n "$redis_files" ] || fail "no Redis package files installed"
+# shellcheck disable=SC2086
+if grep -lE "cogwheel::tls|cogwheel-tls|ssl" $redis_files; then fail "the Redis package files above name TLS in a build without it"; fi
+COGWHEEL_EXPECT_REDIS_TLS=0
+pkgconfig_consumers "$tmp/notls-prefix" "$tmp/consumer-notls"
+cmake -S tests/install/cmake -B "$tmp/consumer-notls-cmake" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$tmp/notls-prefix" >/dev/null
+cmake --build "$tmp/consumer-notls-cmake" >/dev/null
+run_consumer "$tmp/consumer-notls-cmake/redis_consumer"
+if pkg-config --exists 'openssl >= 3'; then COGWHEEL_EXPECT_REDIS_TLS=1; fi
+if [ "$COGWHEEL_EXPECT_REDIS_TLS" = 1 ]; then  # and the build with TLS says so in its package files
+  grep -q "cogwheel-tls" "$(find "$tmp/cmake-prefix" -name cogwheel-redis.pc -print -quit)" \
+    || fail "cogwheel-redis.pc of the build with TLS does not require cogwheel-tls"
+fi
 
 check "2. meson install, cogwheel.pc through pkg-config"
 meson_options=(-Dbuildtype=release "-Dprefix=$tmp/meson-prefix" -Dtests=false -Dexamples=false -Dbench=false)

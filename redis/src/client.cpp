@@ -4,6 +4,14 @@
 
 namespace cogwheel::redis {
 
+bool tls_supported() noexcept {
+#if COGWHEEL_REDIS_TLS
+  return true;
+#else
+  return false;
+#endif
+}
+
 client::client(client&&) noexcept = default;
 
 client& client::operator=(client&& o) noexcept {

@@ -141,7 +141,7 @@ void connection::wake_writer() noexcept {
 void connection::lose(std::error_code why) noexcept {
   if (!connected_) return;
   connected_ = false;
-  if (stream_.is_open()) ::shutdown(stream_.native_handle(), SHUT_RDWR);
+  if (const int fd = link_.socket(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
   while (head_ != nullptr) {
     waiter& w = *head_;
     unlink(w);
@@ -208,7 +208,15 @@ void connection::dispatch(parsed_reply p) {
 task<void> connection::read_loop() {
   std::array<char, 16384> buf;
   while (connected_) {
-    auto n = co_await stream_.read(std::as_writable_bytes(std::span(buf)));
+    const std::span<std::byte> into = std::as_writable_bytes(std::span(buf));
+    // Two awaits, not a helper task: a plain read allocates no coroutine frame.
+    result<std::size_t> n = std::size_t{0};
+#if COGWHEEL_REDIS_TLS
+    if (link_.secure.is_open())
+      n = co_await link_.secure.read(into);
+    else
+#endif
+      n = co_await link_.plain.read(into);
     if (!n || *n == 0) {
       lose(n ? std::error_code(error::connection_lost) : n.error());
       break;
@@ -238,20 +246,27 @@ task<void> connection::write_loop() {
       continue;
     }
     writing_.swap(out_);
-    auto r = co_await stream_.write_all(std::as_bytes(std::span(writing_.data(), writing_.size())));
+    const std::span<const std::byte> bytes = std::as_bytes(std::span(writing_.data(), writing_.size()));
+    result<void> r;
+#if COGWHEEL_REDIS_TLS
+    if (link_.secure.is_open())
+      r = co_await link_.secure.write_all(bytes);
+    else
+#endif
+      r = co_await link_.plain.write_all(bytes);
     writing_.clear();
     if (!r) lose(r.error());
   }
 }
 
 task<result<void>> connection::open() {
-  auto s = co_await with_timeout(tcp_stream::connect(options_.address), options_.connect_timeout);
+  auto s = co_await with_timeout(establish(options_), options_.connect_timeout);
   if (!s) {
     ++stats_.connect_failures;
     co_return s.error();
   }
-  stream_ = std::move(*s);
-  (void)stream_.set_nodelay(true);
+  link_ = std::move(*s);
+  link_.set_nodelay();
   reader_.reset();
   connected_ = true;
   got_reply_ = false;
@@ -275,7 +290,7 @@ task<void> connection::session(std::shared_ptr<connection> self) {
   auto backoff = options_.reconnect_initial;
   for (;;) {
     co_await when_all(read_loop(), write_loop());
-    stream_.close();
+    link_.close();
     if (got_reply_) backoff = options_.reconnect_initial;
     for (;;) {
       if (closing_) co_return;

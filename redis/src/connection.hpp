@@ -8,7 +8,7 @@
 //     first waiter once its discards_before replies (of cancelled commands) have been dropped;
 //     trailing_discards_ counts dropped-to-be replies after the last waiter;
 //   - while !connected_ the FIFO is empty and out_ is empty;
-//   - only the reader and writer coroutines perform operations on stream_; others stop them by
+//   - only the reader and writer coroutines perform operations on link_; others stop them by
 //     ::shutdown(2), never by closing the socket under them; the session closes it after both
 //     have ended.
 #pragma once
@@ -19,11 +19,11 @@
 #include <string>
 #include <system_error>
 
-#include <cogwheel/io/tcp.hpp>
 #include <cogwheel/redis/client.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/task.hpp>
 
+#include "link.hpp"
 #include "reply_reader.hpp"
 
 namespace cogwheel::redis::detail {
@@ -64,7 +64,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void wake_writer() noexcept;
 
   client_options options_;
-  tcp_stream stream_;
+  link link_;  // plain or TLS
   reply_reader reader_;
   std::string out_;      // encoded commands not yet handed to the writer
   std::string writing_;  // the batch the writer is sending

@@ -114,7 +114,7 @@ task<result<bool>> delay_queue::extend(const job& j, std::chrono::milliseconds v
   auto r = co_await call(extend_, args);
   if (!r) co_return r.error();
   if (r->is_integer() && r->integer() == 0) {
-    ++stats_.lost_leases;
+    count_lost_leases(1);
     co_return false;
   }
   if (!r->is_array()) co_return make_error_code(error::unexpected_type);

@@ -60,6 +60,42 @@ struct resumed_by {
 
 }  // namespace
 
+void delay_queue::count_lost_leases(std::uint64_t n) noexcept {
+  stats_.lost_leases += n;
+  metrics_.lost_leases += n;
+}
+
+void delay_queue::count_dead(std::uint64_t n) noexcept {
+  stats_.dead += n;
+  metrics_.dead += n;
+}
+
+void delay_queue::count_retry() noexcept {
+  ++stats_.retries;
+  ++metrics_.retries;
+}
+
+// Once per queue, on the core of its first run(): the registry adds the core label.
+void delay_queue::register_metrics() {
+  if (!registrations_.empty()) return;
+  std::string queue = "queue=\"";
+  for (const char c : name_) {  // a label value escapes \, " and newlines
+    if (c == '\\' || c == '"') queue += '\\';
+    if (c == '\n') queue += "\\n"; else queue += c;
+  }
+  queue += '"';
+  const std::string p = "cogwheel_delay_queue_";
+  registrations_.push_back(register_counter(p + "claims", "Claim scripts run by the worker.", metrics_.claims, queue));
+  registrations_.push_back(register_counter(p + "jobs_fired", "Handlers started.", metrics_.fired, queue));
+  registrations_.push_back(register_counter(p + "retries", "Failed jobs the server scheduled again.", metrics_.retries, queue));
+  registrations_.push_back(register_counter(p + "lost_leases",
+                                            "Acks, failures or extensions refused: another claim held the job.",
+                                            metrics_.lost_leases, queue));
+  registrations_.push_back(register_counter(p + "dead_jobs", "Jobs the worker moved to the dead set.", metrics_.dead, queue));
+  registrations_.push_back(register_histogram(p + "lateness_seconds", "Due time to handler start, by Redis's clock.",
+                                              metrics_.lateness_ns, queue));
+}
+
 void delay_queue::stop() noexcept {
   stopping_ = true;
   wake();
@@ -91,6 +127,7 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options options
   if (working_) co_return std::make_error_code(errc::operation_in_progress);
   handler_ = std::move(handler);
   o_ = options;
+  register_metrics();
   stopping_ = false;
   fatal_ = {};
   if (o_.lookahead.count() > 0) {
@@ -99,6 +136,9 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options options
   }
   client_options sub_options;
   sub_options.address = o_.address;
+  sub_options.host = o_.host;
+  sub_options.port = o_.port;
+  sub_options.tls = o_.tls;
   sub_options.subscriptions = {channel_};
   sub_options.on_message = [this](std::string_view, std::string_view m) { on_message(m); };
   auto sub = co_await client::connect(std::move(sub_options));
@@ -138,6 +178,7 @@ task<void> delay_queue::work() {
       auto r = co_await call(claim_, args);
       const clock::time_point replied = now();
       ++stats_.claims;
+      ++metrics_.claims;
       if (!r || !r->is_array() || r->size() != 8 || !(*r)[1].is_array()) {
         wait_ms = error_backoff.count();
         error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
@@ -145,7 +186,7 @@ task<void> delay_queue::work() {
         error_backoff = std::chrono::milliseconds(10);
         now_ms = int_of((*r)[0]);
         const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
-        stats_.dead += static_cast<std::uint64_t>(int_of((*r)[5]));
+        count_dead(static_cast<std::uint64_t>(int_of((*r)[5])));
         const auto f = (*r)[1].elements();
         for (std::size_t i = 0; i + 4 < f.size(); i += 5) {
           job j;
@@ -239,7 +280,10 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
     --held_;
     ++running_;
     ++stats_.fired;
-    stats_.lateness.record(late_us + to_us(now().time_since_epoch()));
+    ++metrics_.fired;
+    const std::int64_t late = late_us + to_us(now().time_since_epoch());
+    stats_.lateness.record(late);
+    metrics_.lateness_ns.record(static_cast<std::uint64_t>(std::max<std::int64_t>(late, 0)) * 1000);
     deadline lease(lease_end - now());
     j.lease_ = &lease;
     h.lease = &lease;
@@ -272,9 +316,9 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
       const command_arg args[] = {j.id, j.token, delay, o_.max_attempts, channel_, why};
       auto r = co_await call(fail_, args);
       const std::int64_t verdict = r && r->is_integer() ? r->integer() : -1;
-      if (verdict == 0) ++stats_.lost_leases;
-      if (verdict == 1) ++stats_.retries;
-      if (verdict == 2) ++stats_.dead;
+      if (verdict == 0) count_lost_leases(1);
+      if (verdict == 1) count_retry();
+      if (verdict == 2) count_dead(1);
     }
     --running_;
   }
@@ -307,7 +351,7 @@ task<void> delay_queue::flush_acks() {
     ++stats_.ack_batches;
     if (r && r->is_integer()) {
       stats_.acked += static_cast<std::uint64_t>(r->integer());
-      stats_.lost_leases += batch.size() - static_cast<std::uint64_t>(r->integer());
+      count_lost_leases(batch.size() - static_cast<std::uint64_t>(r->integer()));
     }
   }
   acking_ = false;

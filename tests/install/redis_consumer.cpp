@@ -4,6 +4,7 @@
 // port nobody listens on and expects the refusal as a value.
 // Exits 0 on success, 1 on a failure, 77 when the kernel refuses io_uring (nothing was checked).
 #include <cstdio>
+#include <cstdlib>
 #include <system_error>
 #include <utility>
 
@@ -25,6 +26,13 @@ static cogwheel::task<bool> check() {
   auto c = co_await cogwheel::redis::client::connect(std::move(options));
   std::printf("redis_consumer: connect to port %u: %s\n", port,
               c ? "connected (unexpected)" : c.error().message().c_str());
+  // COGWHEEL_EXPECT_REDIS_TLS=0/1 (tests/install_check.sh): whether this build speaks TLS.
+  const bool tls = cogwheel::redis::tls_supported();
+  std::printf("redis_consumer: TLS %s\n", tls ? "supported" : "not built");
+  if (const char* want = std::getenv("COGWHEEL_EXPECT_REDIS_TLS"); want != nullptr && (want[0] == '1') != tls) {
+    std::printf("redis_consumer: expected TLS %s\n", want[0] == '1' ? "supported" : "not built");
+    co_return false;
+  }
   co_return !c;
 }
 

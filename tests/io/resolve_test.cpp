@@ -15,13 +15,16 @@
 
 #include <cogwheel/cogwheel.hpp>
 
-#include "fake_dns.hpp"
+#include "../support/fake_dns.hpp"
 
 #include "support.hpp"
-#include "temp_file.hpp"
+#include "../support/temp_file.hpp"
 
 namespace cogwheel::io_test {
 namespace {
+
+using test_support::fake_dns;
+using test_support::temp_file;
 
 using namespace std::chrono_literals;
 

@@ -1,9 +1,11 @@
 // A real redis-server for a test or a bench: started on a free loopback port with a temporary
 // directory (no RDB snapshots; AOF only when asked), stopped (SIGKILL + waitpid) and its
 // directory removed by the destructor, so also when a test fails. available() is false when
-// no redis-server binary is on PATH: the caller skips.
+// no redis-server binary is on PATH: the caller skips. server_config picks the loopback
+// address, the port, and TLS (then it serves on a TLS port only: --port 0 --tls-port).
 #pragma once
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -39,9 +41,18 @@ inline std::uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
+struct server_config {
+  bool append_only = false;
+  std::string bind = "127.0.0.1";  // a loopback address (127.0.0.2 is one too)
+  std::uint16_t port = 0;          // 0: a free one
+  // TLS (all three set): PEM files; clients are not asked for certificates.
+  std::string tls_cert = {}, tls_key = {}, tls_ca = {};
+};
+
 class redis_server {
  public:
-  explicit redis_server(bool append_only = false) : port_(free_port()), aof_(append_only) {
+  explicit redis_server(bool append_only = false) : redis_server(server_config{.append_only = append_only}) {}
+  explicit redis_server(server_config c) : port_(c.port != 0 ? c.port : free_port()), aof_(c.append_only), config_(std::move(c)) {
     char tmpl[] = "/tmp/cogwheel-redis-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     start();
@@ -61,6 +72,20 @@ class redis_server {
   // Starts (again, on the same port and directory: an AOF restart) and waits until it accepts.
   bool start() {
     const std::string port = std::to_string(port_);
+    // Built before fork(): the child of a process with other threads (a fake DNS server's)
+    // must not allocate.
+    std::vector<std::string> args{"redis-server", "--bind", config_.bind, "--dir", dir_, "--save", "",
+                                  "--appendonly", aof_ ? "yes" : "no", "--appendfsync", "always",
+                                  "--daemonize", "no", "--loglevel", "warning", "--logfile", "redis.log"};
+    if (tls()) {
+      args.insert(args.end(), {"--port", "0", "--tls-port", port, "--tls-cert-file", config_.tls_cert, "--tls-key-file",
+                               config_.tls_key, "--tls-ca-cert-file", config_.tls_ca, "--tls-auth-clients", "no"});
+    } else {
+      args.insert(args.end(), {"--port", port});
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       // Dies with the test, even one that crashes; keeps the test's output pipes to itself.
@@ -69,9 +94,7 @@ class redis_server {
       ::dup2(null, 0);
       ::dup2(null, 1);
       ::dup2(null, 2);
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--dir",
-               dir_.c_str(), "--save", "", "--appendonly", aof_ ? "yes" : "no", "--appendfsync", "always",
-               "--daemonize", "no", "--loglevel", "warning", "--logfile", "redis.log", static_cast<char*>(nullptr));
+      ::execvp("redis-server", argv.data());
       ::_exit(127);
     }
     return wait_ready();
@@ -86,14 +109,25 @@ class redis_server {
   void signal(int sig) const { ::kill(pid_, sig); }
 
  private:
+  bool tls() const { return !config_.tls_cert.empty(); }
+
+  // False once the server has exited (a build without TLS refuses the TLS options).
   bool wait_ready() {
     for (int i = 0; i < 500; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in a{};
       a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ::inet_pton(AF_INET, config_.bind.c_str(), &a.sin_addr);
       a.sin_port = htons(port_);
       const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      if (ok && tls()) {  // accepting is ready enough: a plain PING would be a bad handshake
+        ::close(fd);
+        return true;
+      }
       if (ok) {
         // Ready means it answers, not just accepts (the AOF may still be loading).
         const char ping[] = "PING\r\n";
@@ -113,6 +147,7 @@ class redis_server {
 
   std::uint16_t port_;
   bool aof_;
+  server_config config_;
   std::string dir_;
   pid_t pid_ = -1;
 };

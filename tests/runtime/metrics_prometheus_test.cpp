@@ -5,20 +5,16 @@
 #include <cogwheel/runtime/prometheus.hpp>
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <cogwheel/runtime/runtime.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/task.hpp>
+
+#include "../support/promtool.hpp"
 
 namespace cogwheel {
 namespace {
@@ -56,25 +52,12 @@ std::string exposition(metrics_snapshot* out = nullptr) {
 }
 
 TEST(prometheus, the_exposition_passes_promtool_check_metrics) {
-  if (std::system("command -v promtool >/dev/null 2>&1") != 0)
+  if (!test_support::promtool_available())
     GTEST_SKIP() << "promtool not found (Debian package prometheus; tests/deps.sh installs it)";
   const std::string text = exposition();
-  char path[] = "/tmp/cogwheel_metrics_XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  ::close(fd);
-  const std::string command = std::string("promtool check metrics < ") + path + " 2>&1";
-  std::string report;
-  int status = -1;
-  if (FILE* p = ::popen(command.c_str(), "r")) {
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) report += buf;
-    status = ::pclose(p);
-  }
-  ::unlink(path);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << report << "\n--- exposition ---\n" << text.substr(0, 4000);
-  EXPECT_EQ(report, "") << "promtool's lint found problems";
+  const test_support::promtool_verdict v = test_support::promtool_check(text);
+  EXPECT_TRUE(v.passed) << v.report << "\n--- exposition ---\n" << text.substr(0, 4000);
+  EXPECT_EQ(v.report, "") << "promtool's lint found problems";
 }
 
 TEST(prometheus, counters_carry_the_snapshots_values_and_the_conventions_labels) {

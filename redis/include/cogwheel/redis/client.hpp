@@ -2,6 +2,10 @@
 /// client: a Redis connection on one cogwheel core, pipelined.
 ///
 ///   auto c = co_await redis::client::connect({.address = addr});
+///   redis::client_options o;
+///   o.host = "redis.internal";  // resolved again at every reconnection (a named variable: g++ 12
+///                               // mishandles a braced one with a string inside co_await)
+///   auto by_name = co_await redis::client::connect(o);
 ///   result<reply> r = co_await c->command("ZADD", key, score, member);
 ///   auto r2 = co_await with_timeout(c->command("GET", key), 50ms);   // errc::timed_out
 ///
@@ -16,6 +20,15 @@
 /// is disconnected, commands fail at once with error::not_connected. Timeouts are the caller's
 /// (with_timeout): a timed-out command's reply is discarded when it comes, the connection is kept.
 ///
+/// Names: with client_options::host set, every connection (the first and each reconnection)
+/// resolves the name again (resolve(): its TTL cache, then DNS) and connects by Happy Eyeballs
+/// (tcp_stream::connect(host, port, connect)), so a server that moves to a new address is found
+/// once DNS says so. connect_timeout bounds the resolution, every attempt and the TLS handshake.
+///
+/// TLS: with client_options::tls set, the connection speaks TLS (cogwheel::tls) and checks the
+/// server's certificate for tls->server_name. Only where the library was built with
+/// cogwheel::tls (OpenSSL 3); elsewhere connecting fails with errc::not_supported.
+///
 /// Threading: a client and its commands belong to the core that connected it.
 #pragma once
 
@@ -24,24 +37,53 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <cogwheel/io/address.hpp>
+#include <cogwheel/io/connect_options.hpp>
 #include <cogwheel/redis/command.hpp>
 #include <cogwheel/redis/error.hpp>
 #include <cogwheel/redis/reply.hpp>
 #include <cogwheel/runtime/task.hpp>
 
+namespace cogwheel::tls {
+class context;  // <cogwheel/tls/context.hpp>, where cogwheel::tls is built
+}  // namespace cogwheel::tls
+
 namespace cogwheel::redis {
+
+/// TLS for a client's connections.
+struct client_tls {
+  /// A client context (tls::context::client(), then trust() for a private CA). Shared: a
+  /// context is a handle, every connection starts from this one.
+  std::shared_ptr<const tls::context> context = {};
+  /// Sent as SNI and checked against the server's certificate. Empty: the host, or the
+  /// address's IP (an IP is checked against the certificate's IP names and sends no SNI).
+  std::string server_name = {};
+};
 
 /// How client::connect() reaches the server and bounds what it reads.
 struct client_options {
-  /// The server's address (numeric: resolve a name first with resolve()).
-  socket_address address;
-  /// Bound of each connection attempt, the first and the reconnections.
+  /// The server by address; used when `host` is unset.
+  socket_address address = {};
+  /// The server by name, resolved again at every (re)connection; `port` goes with it. Unset:
+  /// `address`. (An optional, not an empty string: g++ 12 copies an aggregate temporary written
+  /// inside a co_await's operand bitwise, which an empty std::string does not survive, so that
+  /// `co_await client::connect({.address = a})` stays safe there. Options with a host set are
+  /// best built in a named variable.)
+  std::optional<std::string> host = {};
+  /// The port that goes with `host`.
+  std::uint16_t port = 6379;
+  /// How a name's addresses are raced (Happy Eyeballs); only with `host`.
+  connect_options connect = {};
+  /// TLS on every connection (see the file comment).
+  std::optional<client_tls> tls = {};
+  /// Bounds one connection: resolution, TCP connect and TLS handshake; the first and the
+  /// reconnections.
   std::chrono::milliseconds connect_timeout{2000};
   /// Back-off between reconnection attempts: doubles from initial to max; back to initial once
   /// a connection has delivered a reply that is not an error (a server that accepts, answers
@@ -60,11 +102,15 @@ struct client_options {
   std::size_t max_reply_depth = 512;
   /// Pub/Sub: channels subscribed on every (re)connection, and who receives their messages.
   /// A client with subscriptions should send no other commands (Redis allows few of them).
-  std::vector<std::string> subscriptions;
+  std::vector<std::string> subscriptions = {};
   /// Called on the client's core for each message of `subscriptions`; the views are valid
   /// during the call only. Must not throw.
-  std::function<void(std::string_view channel, std::string_view message)> on_message;
+  std::function<void(std::string_view channel, std::string_view message)> on_message = {};
 };
+
+/// Whether this build of the library speaks TLS (it was built with cogwheel::tls); when not,
+/// a client_options::tls makes connect() fail with errc::not_supported.
+bool tls_supported() noexcept;
 
 /// A client's counters since it connected first (client::stats()).
 struct client_stats {

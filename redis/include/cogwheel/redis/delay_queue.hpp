@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,6 +46,8 @@
 #include <cogwheel/redis/client.hpp>
 #include <cogwheel/redis/script.hpp>
 #include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/histogram.hpp>
+#include <cogwheel/runtime/metrics.hpp>
 #include <cogwheel/runtime/result.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/task.hpp>
@@ -79,7 +82,12 @@ struct queue_options {
 
 /// How a worker claims and runs jobs.
 struct worker_options {
-  socket_address address;  ///< of the Redis server, for the worker's Pub/Sub connection
+  /// The Redis server, for the worker's Pub/Sub connection: as client_options' fields of the
+  /// same names (`host` and `port` when host is set, else `address`; `tls` when set).
+  socket_address address;
+  std::optional<std::string> host = {};  ///< see above
+  std::uint16_t port = 6379;  ///< see above
+  std::optional<client_tls> tls;  ///< see above
   /// How long a claim holds a job (after its due time) before another worker may take it.
   std::chrono::milliseconds visibility{30000};
   /// The handler's deadline ends this long before the lease does (default: visibility / 10,
@@ -199,6 +207,11 @@ class delay_queue {
 
   /// What run() counted (this worker only).
   const worker_stats& stats() const noexcept { return stats_; }
+  /// The worker's counts are also metrics, registered by the first run() (on its core, with
+  /// labels core and queue="<name>") until the queue is destroyed, so snapshot_metrics() and
+  /// to_prometheus() show them: cogwheel_delay_queue_claims_total, _jobs_fired_total,
+  /// _retries_total, _lost_leases_total, _dead_jobs_total and the histogram
+  /// cogwheel_delay_queue_lateness_seconds (due time to handler start, Redis's clock).
   /// The queue's name (its keys are {name}:...).
   const std::string& name() const noexcept { return name_; }
 
@@ -236,6 +249,18 @@ class delay_queue {
   std::int64_t sleeping_until_ms_ = 0;  // Redis time the worker sleeps until
   std::int64_t hint_ms_ = INT64_MAX;    // earliest due time announced since the last claim
   std::int64_t jitter_ms_ = 0;          // this worker's offset of its lookahead wake-ups
+  // The worker's metrics: written by this core, read by snapshots on any thread. Declared
+  // before their registrations, which are destroyed (unregistered) first.
+  struct metered {
+    counter claims, fired, retries, lost_leases, dead;
+    histogram lateness_ns;
+  };
+  void count_lost_leases(std::uint64_t n) noexcept;
+  void count_dead(std::uint64_t n) noexcept;
+  void count_retry() noexcept;
+  void register_metrics();
+  metered metrics_;
+  std::vector<metric_registration> registrations_;
   sleep_operation* idle_ = nullptr;     // work()'s sleep
   sleep_operation* run_idle_ = nullptr;  // run()'s wait for a stop
   sleep_operation* ack_idle_ = nullptr;  // flush_acks() gathering a batch

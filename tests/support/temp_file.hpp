@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-namespace cogwheel::io_test {
+namespace cogwheel::test_support {
 
 class temp_file {
  public:
@@ -27,4 +27,4 @@ class temp_file {
   std::string path_;
 };
 
-}  // namespace cogwheel::io_test
+}  // namespace cogwheel::test_support

@@ -1,7 +1,9 @@
-// A small DNS server for the resolver's tests, on 127.0.0.1 (UDP and TCP, one free port), run
-// by a thread of its own. Each name answers as its rule says: addresses with a TTL, NXDOMAIN,
-// SERVFAIL, REFUSED, silence, or a truncated UDP answer that must be asked again over TCP; any
-// UDP answer may be sent late (per type), without holding up the others. Names without a rule are NXDOMAIN. It counts the queries per name and type.
+// A small DNS server for the tests of names (io's resolver, the Redis client by name), on
+// 127.0.0.1 (UDP and TCP, one free port), run by a thread of its own. Each name answers as its
+// rule says: addresses with a TTL, NXDOMAIN, SERVFAIL, REFUSED, silence, or a truncated UDP
+// answer that must be asked again over TCP; any UDP answer may be sent late (per type), without
+// holding up the others. Names without a rule are NXDOMAIN. It counts the queries per name and
+// type.
 //
 // Only what the tests need of RFC 1035: one question per query, answers of type A (1) and
 // AAAA (28) in class IN, the question echoed back.
@@ -24,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-namespace cogwheel::io_test {
+namespace cogwheel::test_support {
 
 class fake_dns {
  public:
@@ -240,4 +242,4 @@ class fake_dns {
   std::thread thread_;
 };
 
-}  // namespace cogwheel::io_test
+}  // namespace cogwheel::test_support
