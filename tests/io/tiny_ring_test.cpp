@@ -81,39 +81,44 @@ task<bool> fill_accept_queue(tcp_listener& listener, std::vector<tcp_stream>& qu
 }
 
 TEST(tiny_ring, frames_destroyed_with_connects_cancelled_in_the_same_batch_close_every_socket) {
-  run([]() -> task<void> {
-    auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0), listen_options{.backlog = 0});
-    CO_ASSERT_OK(listener);
-    std::vector<tcp_stream> queued;
-    CO_ASSERT_TRUE(co_await fill_accept_queue(*listener, queued));
+  // Whether the 16 completions reach the CQ of 2 together (an overflow) depends on how fast the
+  // kernel answers the cancels against how fast the loop reaps: a slow (sanitized) loop once in
+  // five runs reaped them as they came. Every attempt checks what must hold; the batch the
+  // test is about must have happened in one of them.
+  bool exercised = false;
+  for (int attempt = 0; attempt < 5 && !exercised; ++attempt) {
+    run([](bool& exercised) -> task<void> {
+      auto listener = tcp_listener::bind(socket_address::ipv4_loopback(0), listen_options{.backlog = 0});
+      CO_ASSERT_OK(listener);
+      std::vector<tcp_stream> queued;
+      CO_ASSERT_TRUE(co_await fill_accept_queue(*listener, queued));
 
-    const int fds_before = open_descriptors();
-    const auto before = this_core_metrics();
-    constexpr int n = 16;
-    doomed_group g;
-    g.frames.resize(n);
-    // All 16 timers are filed in this iteration for the same instant, so they fire in one
-    // batch; each cancels its connect (the cancel SQEs fill the SQ of 2 again and again) and
-    // the 16 completions reach the CQ of 2 together. The first connect dispatched resumes its
-    // frame, which destroys the 15 others while their completions wait further down the batch.
-    for (int i = 0; i < n; ++i)
-      g.frames[i].emplace(hold(member(g, i, with_timeout(tcp_stream::connect(listener->local_address()), 50ms))));
-    EXPECT_GT(open_descriptors(), fds_before);  // 16 sockets connecting
-    co_await sleep_for(200ms);
+      const int fds_before = open_descriptors();
+      const auto before = this_core_metrics();
+      constexpr int n = 16;
+      doomed_group g;
+      g.frames.resize(n);
+      // All 16 timers are filed in this iteration for the same instant, so they fire in one
+      // batch; each cancels its connect (the cancel SQEs fill the SQ of 2 again and again) and
+      // the 16 completions reach the CQ of 2 together. The first connect dispatched resumes its
+      // frame, which destroys the 15 others while their completions wait further down the batch.
+      for (int i = 0; i < n; ++i)
+        g.frames[i].emplace(hold(member(g, i, with_timeout(tcp_stream::connect(listener->local_address()), 50ms))));
+      EXPECT_GT(open_descriptors(), fds_before);  // 16 sockets connecting
+      co_await sleep_for(200ms);
 
-    EXPECT_EQ(g.resumed, 1);
-    EXPECT_EQ(g.destroyed, n - 1);
-    g.release_survivor();
-    const auto after = this_core_metrics();
-    EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n)) << "one completion per connect";
-    if (on_a_ring()) {
-      if (on_a_ring()) {
-      EXPECT_GT(after.sq_full_flushes, before.sq_full_flushes);
-    }
-      EXPECT_GT(after.cq_overflows, before.cq_overflows);
-    }
-    EXPECT_EQ(open_descriptors(), fds_before) << "a destroyed connect left its socket open";
-  }(), tiny_ring());
+      EXPECT_EQ(g.resumed, 1);
+      EXPECT_EQ(g.destroyed, n - 1);
+      g.release_survivor();
+      const auto after = this_core_metrics();
+      EXPECT_EQ(after.completions - before.completions, static_cast<unsigned>(n)) << "one completion per connect";
+      exercised = !on_a_ring() ||
+                  (after.sq_full_flushes > before.sq_full_flushes && after.cq_overflows > before.cq_overflows);
+      EXPECT_EQ(open_descriptors(), fds_before) << "a destroyed connect left its socket open";
+    }(exercised), tiny_ring());
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_TRUE(exercised) << "in 5 attempts the SQ never filled and the CQ never overflowed";
 }
 
 TEST(tiny_ring, frames_destroyed_with_connects_in_flight_wait_for_their_cancellation) {
