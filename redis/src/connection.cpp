@@ -64,10 +64,10 @@ connection::connection(client_options options)
 connection::~connection() {
   // Only at loop teardown can waiters remain (their frames are being destroyed too): unlink
   // them without resuming anyone.
-  while (head_ != nullptr) {
-    waiter* w = head_;
-    unlink(*w);
-    w->st = waiter::state::done;
+  while (!waiters_.empty()) {
+    waiter& w = waiters_.front();
+    unlink(w);
+    w.st = waiter::state::done;
   }
 }
 
@@ -103,19 +103,17 @@ std::coroutine_handle<> connection::submit(waiter& w, std::span<const command_ar
 void connection::push(waiter& w) noexcept {
   w.st = waiter::state::queued;
   w.discards_before = std::exchange(trailing_discards_, 0);
-  w.next = nullptr;
-  w.prev = tail_;
-  if (tail_ != nullptr) tail_->next = &w; else head_ = &w;
-  tail_ = &w;
+  waiters_.push_back(w);
 }
 
 // w's reply, and the ones it was to skip, become discards of its successor.
 void connection::unlink(waiter& w) noexcept {
   const std::uint32_t skip = w.discards_before + 1;
-  if (w.next != nullptr) w.next->discards_before += skip; else trailing_discards_ += skip;
-  (w.prev != nullptr ? w.prev->next : head_) = w.next;
-  (w.next != nullptr ? w.next->prev : tail_) = w.prev;
-  w.prev = w.next = nullptr;
+  if (waiter* next = waiters_.after(w); next != nullptr)
+    next->discards_before += skip;
+  else
+    trailing_discards_ += skip;
+  w.unlink();
 }
 
 void connection::finish_later(waiter& w, std::error_code outcome) noexcept {
@@ -142,8 +140,8 @@ void connection::lose(std::error_code why) noexcept {
   if (!connected_) return;
   connected_ = false;
   if (const int fd = link_.socket(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
-  while (head_ != nullptr) {
-    waiter& w = *head_;
+  while (!waiters_.empty()) {
+    waiter& w = waiters_.front();
     unlink(w);
     finish_later(w, why);
   }
@@ -177,21 +175,18 @@ void connection::dispatch(parsed_reply p) {
   // An error reply alone is no proof of a working connection ("-ERR max number of clients").
   if (!r.is_error() && !p.skipped) got_reply_ = true;
   if (route_message(r)) return;
-  if (head_ == nullptr) {
+  if (waiters_.empty()) {
     if (trailing_discards_ == 0) return lose(error::unexpected_reply);
     --trailing_discards_;
     ++stats_.discarded_replies;
     return;
   }
-  if (head_->discards_before > 0) {
-    --head_->discards_before;
+  if (waiters_.front().discards_before > 0) {
+    --waiters_.front().discards_before;
     ++stats_.discarded_replies;
     return;
   }
-  waiter& w = *head_;
-  head_ = w.next;
-  (head_ != nullptr ? head_->prev : tail_) = nullptr;
-  w.next = nullptr;
+  waiter& w = waiters_.pop_front();
   w.st = waiter::state::done;
   if (p.skipped) {
     w.outcome = p.skipped;

@@ -68,8 +68,7 @@ class connection : public std::enable_shared_from_this<connection> {
   reply_reader reader_;
   std::string out_;      // encoded commands not yet handed to the writer
   std::string writing_;  // the batch the writer is sending
-  waiter* head_ = nullptr;
-  waiter* tail_ = nullptr;
+  cogwheel::detail::intrusive_list<waiter> waiters_;  // oldest first: replies arrive in this order
   std::uint32_t trailing_discards_ = 0;
   bool connected_ = false;
   bool closing_ = false;

@@ -178,20 +178,11 @@ void epoll_driver::submit(io_completion& op, io_request& req) {
 void epoll_driver::link(io_request& req, std::uint32_t wanted) {
   descriptor& d = descriptors_[static_cast<std::size_t>(req.fd)];  // entry(req) ran in prepare_descriptor
   req.wanted = wanted;
-  req.next = nullptr;
-  req.prev = d.tail;
-  if (d.tail != nullptr)
-    d.tail->next = &req;
-  else
-    d.head = &req;
-  d.tail = &req;
+  d.waiting.push_back(req);
 }
 
 void epoll_driver::unlink(io_request& req) noexcept {
-  descriptor& d = descriptors_[static_cast<std::size_t>(req.fd)];
-  (req.prev != nullptr ? req.prev->next : d.head) = req.next;
-  (req.next != nullptr ? req.next->prev : d.tail) = req.prev;
-  req.prev = req.next = nullptr;
+  req.unlink();
   req.wanted = 0;
 }
 
@@ -209,8 +200,9 @@ void epoll_driver::cancel(io_completion& op, bool all) {
 void epoll_driver::on_ready(int fd, std::uint32_t events) {
   if (static_cast<std::size_t>(fd) >= descriptors_.size()) return;
   descriptor& d = descriptors_[static_cast<std::size_t>(fd)];
-  for (io_request* req = d.head; req != nullptr;) {
-    io_request* next = req->next;
+  // complete() unlinks only the request it completes, so the next one is taken first.
+  for (io_request* req = d.waiting.first(); req != nullptr;) {
+    io_request* next = d.waiting.after(*req);
     const bool ready = (req->wanted == EPOLLIN ? input_events : output_events) & events;
     while (ready && req->wanted != 0) {  // a batch (accepts) takes what is there
       unsigned flags = 0;

@@ -49,8 +49,7 @@ class epoll_driver final : public io_driver {
   // nothing depends on the number's history. Waiters are never those of an older socket: an
   // operation keeps its socket open until its final completion.
   struct descriptor {
-    io_request* head = nullptr;
-    io_request* tail = nullptr;
+    intrusive_list<io_request> waiting;  // oldest first
     std::uint64_t socket = 0;
     bool registered = false;   // in the epoll set
     bool nonblocking = false;  // O_NONBLOCK set (accept and connect block otherwise)

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include <cogwheel/redis/reply.hpp>
+#include <cogwheel/runtime/detail/intrusive_list.hpp>
 #include <cogwheel/runtime/operation.hpp>
 #include <cogwheel/runtime/result.hpp>
 #include <cogwheel/runtime/sleep.hpp>
@@ -79,11 +80,9 @@ class connection;
 // One command in flight: a node of its connection's FIFO. Owned by the command_operation;
 // linked (state queued) from the moment its bytes are encoded until its reply arrives, it is
 // cancelled, or the connection fails it.
-struct waiter {
+struct waiter : cogwheel::detail::list_link {
   enum class state : std::uint8_t { idle, queued, done };
 
-  waiter* prev = nullptr;
-  waiter* next = nullptr;
   // Replies of cancelled commands that arrive before this one's; discarded on arrival.
   std::uint32_t discards_before = 0;
   state st = state::idle;

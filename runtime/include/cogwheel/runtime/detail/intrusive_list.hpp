@@ -2,7 +2,8 @@
 // waiter in a coroutine frame, an operation, a listener, a spawned task's promise), so linking
 // allocates nothing and a node destroyed while linked unlinks itself. One loop thread only.
 // The project's one linked list: the ready queue, the spawned tasks, deadline waiters, shutdown
-// hooks, a socket's operations and the resolver's waiters are all built on it.
+// hooks, a socket's operations, the resolver's waiters, the epoll backend's waiting requests
+// and the Redis connection's reply waiters are all built on it.
 //
 // Node derives from list_link. The list is a sentinel link; moving a list moves its nodes.
 #pragma once
@@ -60,6 +61,13 @@ class intrusive_list {
   bool well_formed() const noexcept { return head_.next_->prev_ == &head_ && head_.prev_->next_ == &head_; }
   // Precondition: !empty().
   Node& front() noexcept { return static_cast<Node&>(*head_.next_); }
+  // The oldest node, or null when empty.
+  Node* first() noexcept { return empty() ? nullptr : &front(); }
+  // The node after n, or null when n is the newest. Precondition: n is linked in this list.
+  Node* after(Node& n) noexcept {
+    list_link* next = static_cast<list_link&>(n).next_;
+    return next == &head_ ? nullptr : static_cast<Node*>(next);
+  }
   // Precondition: !empty(). Unlinks the oldest node and returns it.
   Node& pop_front() noexcept {
     Node& n = front();

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <cogwheel/runtime/detail/intrusive_list.hpp>
+
 namespace cogwheel::detail {
 
 struct io_completion;
@@ -33,7 +35,9 @@ enum class io_opcode : std::uint8_t {
 inline constexpr unsigned io_flag_buffer = 1u;
 inline constexpr unsigned io_buffer_id_shift = 16;
 
-struct io_request {
+// The epoll backend links a waiting request into its descriptor's list (the list_link), so a
+// request is neither copied nor moved while the backend has it.
+struct io_request : list_link {
   io_opcode opcode = io_opcode::nop;
   bool poll_first = false;          // recv_pooled: the pool looked empty, wait for data first
   std::uint16_t buffer_group = 0;   // recv_pooled
@@ -60,8 +64,6 @@ struct io_request {
 
   // The backend's, between submission and final completion.
   io_completion* owner = nullptr;
-  io_request* prev = nullptr;
-  io_request* next = nullptr;
   unsigned submissions = 0;  // started and not yet completed (an accept batch shares a request)
   std::uint32_t wanted = 0;  // epoll: the readiness (EPOLLIN/EPOLLOUT) it waits for, 0 if none
 };
