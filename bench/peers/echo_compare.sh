@@ -18,7 +18,8 @@
 #          cmake --build BUILD_DIR --target echo_server load_client asio_echo_server
 #          epoll_echo_server)
 # Environment: DURATION_MS=3000 CONNECTIONS=1000 PORT=7611 SIZES="64 1024" REPS=3
-#              SERVERS="uring epoll tokio asio_awaitable asio_tuple bare" (a subset, in order)
+#              SERVERS="uring epoll tokio asio_awaitable asio_tuple bare" (a subset, in order;
+#                uring_plain and epoll_plain run cogwheel without timeouts: --mode=plain)
 #              BASELINE=path to another build's echo_server: SERVERS may then name uring_base and
 #                epoll_base, the same runs with that binary (old and new code side by side)
 #              RAW=FILE also keeps every run's row (tab-separated) in FILE
@@ -249,6 +250,10 @@ run_server() {
              env COGWHEEL_BACKEND=io_uring "$echo_server" --cores=1 --mode=timeout ;;
     epoll) run_one "cogwheel echo_server, epoll (timeout)" "$size" epoll \
              env COGWHEEL_BACKEND=epoll "$echo_server" --cores=1 --mode=timeout ;;
+    uring_plain) run_one "cogwheel echo_server, io_uring (no timeout)" "$size" io_uring \
+             env COGWHEEL_BACKEND=io_uring "$echo_server" --cores=1 --mode=plain ;;
+    epoll_plain) run_one "cogwheel echo_server, epoll (no timeout)" "$size" epoll \
+             env COGWHEEL_BACKEND=epoll "$echo_server" --cores=1 --mode=plain ;;
     uring_base) run_one "baseline echo_server, io_uring (timeout)" "$size" io_uring \
              env COGWHEEL_BACKEND=io_uring "$BASELINE" --cores=1 --mode=timeout ;;
     epoll_base) run_one "baseline echo_server, epoll (timeout)" "$size" epoll \
