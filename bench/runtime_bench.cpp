@@ -3,7 +3,10 @@
 //
 //   resume/task                 co_await of a task that completes at once (frame + symmetric
 //                               transfer), per await
-//   resume/yield                yield(): through the ready queue and back, per yield
+//   resume/yield                yield(): through the ready queue and back, per yield (a loop
+//                               iteration per yield: the iteration's fixed cost)
+//   resume/yield_metrics_off    the same with runtime_options::metrics off (what the per-
+//                               iteration phase timing costs)
 //   sleep_round_trip/<kind>     co_await sleep_for(0): one loop iteration incl. io_uring_enter
 //   sleepers_expire/<kind>/N    N coroutines asleep at random deadlines over 1 s expire and
 //                               resume (paused clock, so only CPU is timed), per sleeper; each
@@ -63,10 +66,10 @@ void bm_resume_task(benchmark::State& state) {
   }());
 }
 
-void bm_resume_yield(benchmark::State& state) {
+void bm_resume_yield(benchmark::State& state, bool metrics) {
   run([&]() -> task<void> {
     for (auto _ : state) co_await yield();
-  }());
+  }(), runtime_options{.metrics = metrics});
 }
 
 void bm_sleep_round_trip(benchmark::State& state, timer_kind kind) {
@@ -291,7 +294,8 @@ void bm_eventfd_ping_pong(benchmark::State& state) {
 
 void register_all() {
   benchmark::RegisterBenchmark("resume/task", bm_resume_task);
-  benchmark::RegisterBenchmark("resume/yield", bm_resume_yield);
+  benchmark::RegisterBenchmark("resume/yield", bm_resume_yield, true);
+  benchmark::RegisterBenchmark("resume/yield_metrics_off", bm_resume_yield, false);
   for (timer_kind k : kinds)
     benchmark::RegisterBenchmark((std::string("sleep_round_trip/") + name_of(k)).c_str(), bm_sleep_round_trip, k);
   for (timer_kind k : kinds)

@@ -34,17 +34,14 @@ constexpr std::uint64_t reuse_cycles = 10'000;
 
 }  // namespace
 
-clock::time_point time_driver::read_clock(bool may_reuse) noexcept {
-  if (may_reuse) {
-    const std::uint64_t c = cycles();
-    if (have_cycle_counter && c - cycles_at_read_ < reuse_cycles) return now_;
-  }
-  cycles_at_read_ = cycles();
+clock::time_point time_driver::read_clock(bool may_reuse, std::uint64_t cycles_now) noexcept {
+  if (may_reuse && have_cycle_counter && cycles_now - cycles_at_read_ < reuse_cycles) return now_;
+  cycles_at_read_ = cycles_now;
   return clock::now();
 }
 
-void time_driver::tick(bool may_reuse) {
-  now_ = paused_ ? virtual_now_ : read_clock(may_reuse);
+void time_driver::tick(bool may_reuse, std::uint64_t cycles_now) {
+  now_ = paused_ ? virtual_now_ : read_clock(may_reuse, cycles_now);
   const auto since_epoch = now_.time_since_epoch().count();
   now_ns_ = since_epoch > 0 ? static_cast<std::uint64_t>(since_epoch) : 0;
   if (!measure_) {

@@ -25,6 +25,7 @@
 #include <cogwheel/runtime/options.hpp>
 #include <cogwheel/timer/queue.hpp>
 
+#include "cycle_clock.hpp"
 #include "live_metrics.hpp"
 
 namespace cogwheel::detail {
@@ -76,8 +77,10 @@ class time_driver {
 
   // Reads the clock and advances the queue to it (timers_fired, timer_lateness). may_reuse:
   // the loop did not block since the last tick (it skipped the kernel), so a reading a few
-  // microseconds old may stand (see read_clock).
-  void tick(bool may_reuse = false);
+  // microseconds old may stand (see read_clock). `cycles_now`: the cycle counter as it is now
+  // (the timed loop passes the reading it already took: one read of the counter fewer).
+  void tick(bool may_reuse = false) { tick(may_reuse, cycles()); }
+  void tick(bool may_reuse, std::uint64_t cycles_now);
   // Resumes every waiter of the expired batch (those it resumes may add more: all run).
   void run_expired();
   // How long the loop may block when it has nothing else to do: -1 until a completion (no
@@ -110,7 +113,7 @@ class time_driver {
 
   // The real clock, or now_ again when may_reuse and the cycle counter says that under ~10 us
   // passed since the last reading: what that adds to a timer's lateness.
-  clock::time_point read_clock(bool may_reuse) noexcept;
+  clock::time_point read_clock(bool may_reuse, std::uint64_t cycles_now) noexcept;
 };
 
 }  // namespace cogwheel::detail
