@@ -8,8 +8,9 @@
 //   poll 100ms 2 workers that run a claim script (ZRANGEBYSCORE + ZREM) every 100 ms
 //   poll 1s    the same every second
 // For each worker kind, --rounds rounds of --jobs jobs due evenly over --seconds: firing
-// lateness (handler start - due time) p50/p99/max, and Redis CPU per fired job (utime+stime of
-// the redis-server process from /proc/<pid>/stat over the round, which includes idle polls).
+// lateness (handler start - due time) p50/p99/max, and Redis CPU per fired job (ns on the CPU
+// of the redis-server process's threads, /proc/<pid>/task/*/schedstat, over the round, which
+// includes idle polls).
 // Medians over the rounds are printed as a Markdown table.
 //
 // Then, unless --throughput=0: end-to-end throughput (jobs scheduled due at once by 256
@@ -17,7 +18,9 @@
 // share of one core Redis used meanwhile.
 //
 // Usage: delay_queue_bench [--pending=1000000] [--jobs=10000] [--seconds=5] [--rounds=5]
-//        [--throughput=200000] [--verbose: INFO commandstats of each round on stderr]
+//        [--throughput=200000] [--ack-delay=100: ms, the lookahead workers' ack_delay]
+//        [--kinds=0123: which worker kinds run, by their index above]
+//        [--verbose: INFO commandstats of each round on stderr]
 // Needs redis-server on PATH.
 #include <cogwheel/redis/delay_queue.hpp>
 
@@ -29,6 +32,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -51,24 +55,26 @@ struct config {
   int throughput = 200'000;
   unsigned workers = 2;
   bool verbose = false;
+  int ack_delay_ms = 100;      // the lookahead kind's worker_options::ack_delay
+  std::string kinds = "0123";  // which worker kinds run (digits: indexes into kind_names)
 };
 
 std::int64_t wall_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(wall_clock::now().time_since_epoch()).count();
 }
 
-// utime + stime of a process, in seconds.
+// CPU time of a process (all its threads), in seconds: the first field of each thread's
+// /proc/<pid>/task/<tid>/schedstat, ns on the CPU (utime + stime from /proc/<pid>/stat count
+// 10 ms ticks: +-1 tick is +-1 us per job over a round of 10,000 jobs).
 double cpu_seconds(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(f)), {});
-  std::istringstream rest(s.substr(s.rfind(')') + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
+  double ns = 0;
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream f(t.path() / "schedstat");
+    double on_cpu = 0;
+    if (f >> on_cpu) ns += on_cpu;
   }
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return ns / 1e9;
 }
 
 redis::client_options options(std::uint16_t port) {
@@ -116,6 +122,18 @@ end
 return out
 )";
 
+// With `print`, INFO commandstats (calls and usec per command since the last reset) on stderr;
+// then resets the stats.
+void print_commandstats(std::uint16_t port, bool print = true) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options(port));
+    if (!c) co_return;
+    auto info = co_await c->command("INFO", "commandstats");
+    if (info && print) std::fprintf(stderr, "%.*s", static_cast<int>(info->str().size()), info->str().data());
+    (void)co_await c->command("CONFIG", "RESETSTAT");
+  }());
+}
+
 struct round_result {
   double p50_us, p99_us, max_us, redis_cpu_us_per_job;
 };
@@ -131,10 +149,12 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
   prefix.append(std::to_string(round)).push_back(':');
   const auto start = wall_clock::now() + 1500ms;
   schedule_all(port, prefix, cfg.jobs, start, std::chrono::seconds(cfg.seconds));
+  if (cfg.verbose) print_commandstats(port, false);  // the round's stats count its firing only
   std::vector<std::vector<std::int64_t>> late(cfg.workers);
   std::atomic<int> fired{0};
   std::atomic<bool> done{false};
   const double cpu0 = cpu_seconds(redis_pid);
+  const auto fire0 = clock::now();
   runtime rt(runtime_options{.cores = cfg.workers});
   rt.run([&](unsigned core) -> task<void> {
     auto c = co_await redis::client::connect(options(port));
@@ -161,7 +181,7 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
       w.concurrency = 1000;
       if (kind == 1) {
         w.lookahead = 200ms;
-        w.ack_delay = 100ms;
+        w.ack_delay = std::chrono::milliseconds(cfg.ack_delay_ms);
       }
       auto handler = [&](const redis::job& j) -> task<result<void>> {
         record(j.due_ms);
@@ -182,14 +202,12 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
     }
   });
   const double cpu1 = cpu_seconds(redis_pid);
-  if (cfg.verbose) {  // where the server's time went: calls and usec per command, then reset
-    run([&]() -> task<void> {
-      auto c = co_await redis::client::connect(options(port));
-      if (!c) co_return;
-      auto info = co_await c->command("INFO", "commandstats");
-      if (info) std::fprintf(stderr, "%.*s", static_cast<int>(info->str().size()), info->str().data());
-      (void)co_await c->command("CONFIG", "RESETSTAT");
-    }());
+  if (cfg.verbose) {
+    // CLOCK_MONOTONIC seconds: `perf record -k CLOCK_MONOTONIC` + `perf report --time` profile
+    // the firing alone.
+    std::fprintf(stderr, "firing window %.6f,%.6f\n", std::chrono::duration<double>(fire0.time_since_epoch()).count(),
+                 std::chrono::duration<double>(clock::now().time_since_epoch()).count());
+    print_commandstats(port);
   }
   std::vector<std::int64_t> all;
   for (auto& v : late) all.insert(all.end(), v.begin(), v.end());
@@ -216,6 +234,7 @@ throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t p
   std::vector<std::atomic<std::uint64_t>> acked(cfg.workers);
   std::vector<std::vector<std::int64_t>> late(cfg.workers);
   std::atomic<bool> done{false};
+  if (cfg.verbose) print_commandstats(port, false);
   const double cpu0 = cpu_seconds(redis_pid);
   const auto t0 = clock::now();
   std::thread producer([&] {
@@ -260,6 +279,7 @@ throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t p
   const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
   producer.join();
   const double cpu1 = cpu_seconds(redis_pid);
+  if (cfg.verbose) print_commandstats(port);
   std::vector<std::int64_t> all;
   for (auto& v : late) all.insert(all.end(), v.begin(), v.end());
   std::sort(all.begin(), all.end());
@@ -279,9 +299,11 @@ int main(int argc, char** argv) {
     else if (a.rfind("--seconds=", 0) == 0) cfg.seconds = value("--seconds=");
     else if (a.rfind("--rounds=", 0) == 0) cfg.rounds = value("--rounds=");
     else if (a.rfind("--throughput=", 0) == 0) cfg.throughput = value("--throughput=");
+    else if (a.rfind("--ack-delay=", 0) == 0) cfg.ack_delay_ms = value("--ack-delay=");
+    else if (a.rfind("--kinds=", 0) == 0) cfg.kinds = a.substr(8);
     else if (a == "--verbose") cfg.verbose = true;
     else {
-      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--kinds=0123] [--verbose]\n", argv[0]);
       return 2;
     }
   }
@@ -297,6 +319,7 @@ int main(int argc, char** argv) {
   std::vector<double> v[kinds][4];
   for (int r = 0; r < cfg.rounds; ++r) {
     for (int kind = 0; kind < kinds; ++kind) {  // interleaved, so drift hits every kind alike
+      if (cfg.kinds.find(static_cast<char>('0' + kind)) == std::string::npos) continue;
       const round_result x = fire(cfg, server.pid(), server.port(), kind, r);
       std::fprintf(stderr, "round %d %s: p50 %.0f us p99 %.0f us max %.0f us, redis %.2f us/job\n", r,
                    kind_names[kind], x.p50_us, x.p99_us, x.max_us, x.redis_cpu_us_per_job);
@@ -308,10 +331,12 @@ int main(int argc, char** argv) {
   }
   std::printf("| worker | lateness p50 | p99 | max | Redis CPU per fired job |\n|---|---|---|---|---|\n");
   for (int kind = 0; kind < kinds; ++kind)
-    std::printf("| %s | %.2f ms | %.2f ms | %.2f ms | %.1f us |\n", kind_names[kind], median(v[kind][0]) / 1e3,
+    if (!v[kind][0].empty())
+      std::printf("| %s | %.2f ms | %.2f ms | %.2f ms | %.2f us |\n", kind_names[kind], median(v[kind][0]) / 1e3,
                 median(v[kind][1]) / 1e3, median(v[kind][2]) / 1e3, median(v[kind][3]));
   for (int kind : {0, 1, 3})
-    std::printf("\n%s / polling every 100 ms: Redis CPU per job x%.2f, p99 lateness x%.3f", kind_names[kind],
+    if (!v[kind][0].empty() && !v[2][0].empty())
+      std::printf("\n%s / polling every 100 ms: Redis CPU per job x%.2f, p99 lateness x%.3f", kind_names[kind],
                 median(v[kind][3]) / median(v[2][3]), median(v[kind][1]) / median(v[2][1]));
   std::printf("\n");
   if (cfg.throughput > 0) {

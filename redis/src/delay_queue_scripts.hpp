@@ -2,11 +2,17 @@
 // server; times are ms since the epoch by the server's TIME, so clocks of producers and workers
 // need not agree.
 //
-// Fencing: every claim takes a token from {name}:token (INCR: one counter per queue, so the
-// tokens of one job only grow, across retries, expiries, requeues and re-schedules of its id)
-// and records it as the job's current lease in {name}:lease. ack, fail, extend and release
-// (hand back) do nothing unless they hold the current token: a worker whose visibility expired
-// cannot remove, retry or prolong the claim of the worker that took the job after it.
+// Fencing: every claim script takes one token from {name}:token (INCR: one counter per queue,
+// so the tokens of one job only grow, across retries, expiries, requeues and re-schedules of its
+// id; the jobs of one claim share it) and records it as each job's current lease in
+// {name}:lease. ack, fail, extend and release (hand back) do nothing unless they hold the
+// current token: a worker whose visibility expired cannot remove, retry or prolong the claim of
+// the worker that took the job after it.
+//
+// {name}:attempts counts the claims of a job, and a job's first claim writes nothing there (the
+// common case costs no write at claim and no delete at acknowledgement): a pending or dead job
+// without an entry had no claim, an in-flight one without an entry is on its first. Whatever
+// moves a job out of flight (expiry, failure, hand-back, burial) writes its count.
 //
 // Every script's KEYS are the queue's keys in one fixed order (K below), so that one array of
 // keys serves them all.
@@ -18,32 +24,34 @@ namespace cogwheel::redis::detail {
 enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_lease, k_dead, k_reason, k_token, k_count = 8 };
 
 // Shared prologue: `now` in ms; `announce(at, channel)` publishes when `at` becomes the
-// earliest due time (call before adding it); `bury(id, why)` moves a job to the dead set.
+// earliest due time (call before adding it; no job due at or before `at`: asked without
+// WITHSCORES, so no score is formatted and parsed); `bury(id, why, tries)` moves a job to the dead set
+// with `tries` claims; `claims(id)` is an in-flight job's count of claims, this one included.
 #define COGWHEEL_REDIS_LUA_PRELUDE                                                        \
   "local t = redis.call('TIME')\n"                                                        \
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"               \
   "local function announce(at, channel)\n"                                                \
-  "  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"                   \
-  "  if first[2] == nil or at < tonumber(first[2]) then\n"                                \
+  "  if #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', at, 'LIMIT', 0, 1) == 0 then\n"     \
   "    redis.call('PUBLISH', channel, at)\n"                                               \
   "  end\n"                                                                               \
   "end\n"                                                                                 \
-  "local function bury(id, why)\n"                                                        \
+  "local function bury(id, why, tries)\n"                                                 \
   "  redis.call('ZREM', KEYS[1], id)\n"                                                   \
   "  redis.call('ZREM', KEYS[2], id)\n"                                                   \
   "  redis.call('HDEL', KEYS[5], id)\n"                                                   \
+  "  redis.call('HSET', KEYS[4], id, tries)\n"                                            \
   "  redis.call('ZADD', KEYS[6], now, id)\n"                                              \
   "  redis.call('HSET', KEYS[7], id, why)\n"                                              \
-  "end\n"
+  "end\n"                                                                               \
+  "local function claims(id) return tonumber(redis.call('HGET', KEYS[4], id) or '1') end\n"
 
 // ARGV: id, payload, due (ms since the epoch, or a delay in ms when ARGV[5] == 'after'),
 // channel, mode. -> 1 added, 0 a job with this id exists (pending, running or dead).
 inline constexpr const char* schedule_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
-if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return 0 end
-local at = tonumber(ARGV[3])
-if ARGV[5] == 'after' then at = now + at end
+if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return 0 end
+local at = ARGV[3]
+if ARGV[5] == 'after' then at = now + tonumber(at) end
 announce(at, ARGV[4])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[1], at, ARGV[1])
 return 1
 )";
@@ -77,11 +85,12 @@ return n
 // ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes.
 // First the in-flight jobs whose visibility expired (their worker died or stalled) go back to
 // due, or to the dead set once they used max_attempts claims. Then up to `limit` jobs due
-// within now + lookahead move to in flight, each with a new token, leased until
-// max(due, now) + visibility; their payloads together stay under max_claim_bytes (the first
-// one always goes), and a payload over max_payload_bytes sends its job to the dead set. The
-// jobs taken are the first `taken` of the due set (ZRANGEBYSCORE from -inf lists them in rank
-// order), removed by one ZREMRANGEBYRANK.
+// within now + lookahead move to in flight, all with one new token, leased until now +
+// lookahead + visibility (at least their own max(due, now) + visibility: one score for the
+// batch, so that no per-job number is formatted or parsed); their payloads together stay
+// under max_claim_bytes (the first one always goes), and a payload over max_payload_bytes sends
+// its job to the dead set. The jobs taken are the first `taken` of the due set (ZRANGEBYSCORE
+// from -inf lists them in rank order), removed by one ZREMRANGEBYRANK.
 // -> {now, {id, payload, due, attempt, token, ...}, earliest due left or -1,
 //     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
 //     seconds and microseconds of TIME read at the script's end (the reference of
@@ -95,13 +104,14 @@ local max_bytes = tonumber(ARGV[6])
 local buried = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
-  local tries = tonumber(redis.call('HGET', KEYS[4], id) or '0')
+  local tries = claims(id)
   if tries >= max_attempts then
-    bury(id, 'visibility expired on attempt ' .. tries .. ' of ' .. max_attempts)
+    bury(id, 'visibility expired on attempt ' .. tries .. ' of ' .. max_attempts, tries)
     buried = buried + 1
   else
     redis.call('ZREM', KEYS[2], id)
     redis.call('HDEL', KEYS[5], id)
+    redis.call('HSET', KEYS[4], id, tries)
     redis.call('ZADD', KEYS[1], now, id)
   end
 end
@@ -114,8 +124,9 @@ if #due > 0 then
   for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
   local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
   local tries = redis.call('HMGET', KEYS[4], unpack(ids))
+  local expiry = tostring(now + tonumber(ARGV[3]) + visibility)
+  local token, token_s = nil, nil
   local bytes = 0
-  local first = nil
   for k, id in ipairs(ids) do
     local payload = payloads[k] or ''
     local size = #payload
@@ -128,19 +139,23 @@ if #due > 0 then
       break
     else
       bytes = bytes + size
-      if first == nil then first = tonumber(redis.call('INCRBY', KEYS[8], #ids)) - #ids end
-      local token = first + k
-      local at = tonumber(due[2 * k])
-      local attempt = tonumber(tries[k] or '0') + 1
-      inflight[#inflight + 1] = math.max(at, now) + visibility
+      if token == nil then
+        token = redis.call('INCR', KEYS[8])
+        token_s = tostring(token)
+      end
+      local attempt = 1
+      if tries[k] then  -- claimed before: count it (a first claim writes nothing)
+        attempt = tonumber(tries[k]) + 1
+        attempts[#attempts + 1] = id
+        attempts[#attempts + 1] = attempt
+      end
+      inflight[#inflight + 1] = expiry
       inflight[#inflight + 1] = id
-      attempts[#attempts + 1] = id
-      attempts[#attempts + 1] = attempt
       leases[#leases + 1] = id
-      leases[#leases + 1] = token
+      leases[#leases + 1] = token_s
       out[#out + 1] = id
       out[#out + 1] = payload
-      out[#out + 1] = at
+      out[#out + 1] = due[2 * k]
       out[#out + 1] = attempt
       out[#out + 1] = token
     end
@@ -149,8 +164,8 @@ if #due > 0 then
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, taken - 1)
   if #inflight > 0 then
     bulk('ZADD', KEYS[2], inflight)
-    bulk('HSET', KEYS[4], attempts)
     bulk('HSET', KEYS[5], leases)
+    if #attempts > 0 then bulk('HSET', KEYS[4], attempts) end
   end
 end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -185,13 +200,14 @@ return #done
 // -> 1 retried, 2 dead, 0 refused (the lease was lost).
 inline constexpr const char* fail_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
 if not holds(ARGV[1], ARGV[2]) then return 0 end
-local tries = tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '0')
+local tries = claims(ARGV[1])
 if tries >= tonumber(ARGV[4]) then
-  bury(ARGV[1], 'failed on attempt ' .. tries .. ': ' .. ARGV[6])
+  bury(ARGV[1], 'failed on attempt ' .. tries .. ': ' .. ARGV[6], tries)
   return 2
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[5], ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], tries)
 local at = now + tonumber(ARGV[3])
 announce(at, ARGV[5])
 redis.call('ZADD', KEYS[1], at, ARGV[1])
@@ -214,9 +230,9 @@ local n = 0
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
   if holds(id, ARGV[i + 1]) then
+    redis.call('HSET', KEYS[4], id, claims(id) - 1)
     redis.call('ZREM', KEYS[2], id)
     redis.call('HDEL', KEYS[5], id)
-    redis.call('HINCRBY', KEYS[4], id, -1)
     redis.call('ZADD', KEYS[1], tonumber(ARGV[i + 2]), id)
     n = n + 1
   end

@@ -5,7 +5,8 @@
 /// Keys (the {name} hash tag keeps them in one Cluster slot):
 ///   {name}:due       ZSET id -> due time (ms since the epoch, Redis's clock)
 ///   {name}:inflight  ZSET id -> lease expiry of a claimed job
-///   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far
+///   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far (no entry:
+///                    none, or this one for a job in flight)
 ///   {name}:lease     HASH id -> the fencing token of its current claim
 ///   {name}:token     the counter tokens come from (INCR)
 ///   {name}:dead      ZSET id -> time it was given up;  {name}:reason  HASH id -> why
@@ -63,7 +64,8 @@ struct job {
   std::string payload;  ///< its bytes, as given to schedule()
   std::int64_t due_ms = 0;   ///< as scheduled, ms since the epoch (Redis's clock)
   std::int64_t attempt = 1;  ///< claims of this job so far, this one included
-  /// The claim's fencing token: greater than every earlier claim's of this job. A side effect
+  /// The claim's fencing token: greater than every earlier claim's of this job (the jobs of
+  /// one claim share it; it is compared per job). A side effect
   /// that must not be done twice is stored with it and refused when the store already holds a
   /// newer one (docs/redis.md, "Fencing").
   std::int64_t token = 0;
