@@ -248,4 +248,34 @@ TEST(differential_lockstep, wheel_and_heap_fire_the_same_set_at_every_advance) {
   }
 }
 
+// A wheel whose slots are all too small to visit early (1,000 timers over a minute) leaves the
+// O(1) path of advance() only for a slot that comes due: it does not poll its small slots for
+// growth every few ticks (which cost such a wheel ~2x the instructions of ratas per timer).
+TEST(wheel_cost, a_small_wheel_leaves_the_fast_path_only_when_a_slot_comes_due) {
+  constexpr std::size_t count = 1000;
+  std::vector<timer_node> nodes(count);
+  const clock::time_point start{std::chrono::seconds(1000)};
+  timer_wheel w(1ms, start);
+  std::uint64_t seed = 7;
+  for (timer_node& n : nodes) {
+    seed = seed * 6364136223846793005u + 1442695040888963407u;
+    w.schedule(n, start + std::chrono::milliseconds(1 + (seed >> 33) % 60'000));
+  }
+  detail::coverage() = {};
+  clock::time_point now = start;
+  std::uint64_t advances = 0;
+  while (!w.empty()) {
+    now += 1ms;
+    w.advance(now);
+    ++advances;
+  }
+  const detail::wheel_coverage c = detail::coverage();
+  std::uint64_t due_slots = 0;
+  for (const std::uint64_t p : c.processed) due_slots += p;
+  // The first advance files the staged timers; every other slow one processes a due slot.
+  EXPECT_LE(advances - c.fast_advances, due_slots + 1)
+      << advances << " advances, " << c.fast_advances << " on the O(1) path, " << due_slots
+      << " slots came due";
+}
+
 }  // namespace

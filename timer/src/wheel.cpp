@@ -73,14 +73,14 @@ void timer_wheel::release_slot(std::uint16_t id) noexcept {
     occupied_[id / slots_per_level] &= ~(std::uint64_t{1} << (id % slots_per_level));
 }
 
-void timer_wheel::file_staged() {
+void timer_wheel::file_staged(bool update) {
   if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();
   min_staged_ = ~tick_t{0};
   const std::uint32_t count = staged_count_;
   staged_count_ = 0;
   for (std::uint32_t i = 0; i < count; ++i) file(*staged_[i], staged_[i]->tick_);
-  update_next_work();
+  if (update) update_next_work();
 }
 
 void timer_wheel::update_next_work() noexcept {
@@ -153,7 +153,14 @@ void timer_wheel::visit(unsigned level) {
   // passes down to an eighth of that, so the tail a pass leaves is re-filed early too.
   const std::uint32_t min_live = v.finish == 0 ? visit_min_live_ : visit_min_live_ / 8;
   if (v.cursor == 0 && sl.live < min_live) {
-    v.next_tick = elapsed_ + (left / 2 > 0 ? left / 2 : 1);  // look again if it grew
+    // A slot with fewer entries than visit_min_live_, never visited, sleeps until it is due:
+    // file() wakes the level when an append brings a slot to visit_min_live_ entries (polling
+    // instead cost a small wheel an advance_to() every few ticks). A slot that has the entries
+    // but not the live nodes (holes may be refilled), or was visited (its tail may still be
+    // pushed), is looked at again half way.
+    v.next_tick = v.finish == 0 && sl.size < visit_min_live_
+                      ? start
+                      : elapsed_ + (left / 2 > 0 ? left / 2 : 1);
     return;
   }
   if (v.cursor == 0 && !mostly_pushed(sl, end_tick)) {
@@ -232,9 +239,13 @@ std::size_t timer_wheel::advance_to(tick_t now) {
   assert(!advancing_ && "advance() called from an expiry callback");
   if (now < elapsed_) return 0;
   advancing_ = true;
-  if (staged_count_ > 0)
+  if (staged_count_ > 0) {
     detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_advance; });
-  file_staged();
+    file_staged(false);
+  } else {
+    min_staged_ = ~tick_t{0};
+    flush_cancels();
+  }
 
   slot& overdue = slots_[overdue_slot];
   if (overdue.live > 0) {

@@ -235,10 +235,17 @@ class timer_wheel {
     add_to(id, n);
   }
 
+  // A slot whose entries (live and holes) just reached visit_min_live_ wakes its level's
+  // visits: the visit of a slot with fewer entries sleeps until the slot comes due (visit()),
+  // as it cannot hold that many live nodes without appending. Only appends check the size.
+  void wake_visits(std::uint16_t id) noexcept {
+    if (id < wheel_slots) visits_[id / detail::slots_per_level].next_tick = 0;
+  }
+
   void add_to(std::uint16_t id, timer_node& n) {
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
-    n.pos_ = slots_[id].add(&n, pool_);
+    n.pos_ = slots_[id].add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
   }
 
   // Takes n out of its slot. live, the bitmap and size stay exact at once; for a filed node the
@@ -276,7 +283,9 @@ class timer_wheel {
     last->pos_ = n.pos_;
   }
 
-  void file_staged();
+  // Files the staged nodes (after applying the logged cancels); with `update`, recomputes
+  // next_work_ (advance_to() does that once at its end instead).
+  void file_staged(bool update = true);
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
   std::size_t advance_to(tick_t now);

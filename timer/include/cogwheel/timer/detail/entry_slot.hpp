@@ -84,8 +84,10 @@ struct entry_slot {
     return blocks[i >> block_bits]->entries[i & (block_entries - 1)];
   }
 
-  // Stores n in a hole or a new entry and returns its index.
-  std::uint32_t add(timer_node* n, block_pool& pool) {
+  // Stores n in a hole or a new entry and returns its index; calls on_size() when an append
+  // makes size equal to watch_size (a hole reused never grows size).
+  template <class OnSize>
+  std::uint32_t add(timer_node* n, block_pool& pool, std::uint32_t watch_size, OnSize&& on_size) {
     ++live;
     if (hole != no_hole) {
       const std::uint32_t i = hole;
@@ -97,6 +99,7 @@ struct entry_slot {
     if ((size & (block_entries - 1)) == 0) blocks.push_back(pool.take());  // ceil(size / 256)
     const std::uint32_t i = size++;
     at(i) = n;
+    if (size == watch_size) on_size();
     return i;
   }
 
