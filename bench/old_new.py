@@ -12,8 +12,12 @@ shared machine lands on both. The metric of a row is, in order: the counter
 sleepers), `ns_per_timer` (timer expire: CPU time per timer fired), `p50_us` (lateness rows),
 else CPU time per iteration.
 
+--new-rename A=B compares a new row whose name has A with the old row named with B instead
+(e.g. `--new-rename _metrics_off=`: the new build's rows without metrics against the old rows).
+
 Usage (python3, standard library):
-  old_new.py OLD_BUILD NEW_BUILD BENCH [--reps 5] [--filter REGEX] [--env K=V ...] [-- ARGS...]
+  old_new.py OLD_BUILD NEW_BUILD BENCH [--reps 5] [--filter REGEX] [--env K=V ...]
+             [--new-rename A=B] [-- ARGS...]
   e.g. old_new.py /tmp/old/build/rel build/rel timer_bench --filter '^churn/' -- --benchmark_min_time=0.1
 BENCH is the program's path under each build's bench/ directory.
 """
@@ -62,6 +66,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--filter", default="")
     ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--new-rename", default="")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -76,7 +81,11 @@ def main():
     for rep in range(a.reps):
         order = ("old", "new") if rep % 2 == 0 else ("new", "old")
         for side in order:
-            for name, (value, unit) in run(sides[side], a.filter, env, a.extra).items():
+            rows = run(sides[side], a.filter, env, a.extra)
+            if side == "new" and a.new_rename:
+                frm, to = a.new_rename.split("=", 1)
+                rows.update({k.replace(frm, to): v for k, v in rows.items() if frm in k})
+            for name, (value, unit) in rows.items():
                 results[side].setdefault(name, []).append(value)
                 units[name] = unit
         print(f"repetition {rep + 1} of {a.reps} done", file=sys.stderr)

@@ -14,6 +14,7 @@
 //                               cpu_ns_per_sleeper: the loop thread's CPU time (immune to a
 //                               shared machine's other load)
 //   sleepers_expire_metrics_off/wheel/N   the same with runtime_options::metrics off
+//   sleep_round_trip_metrics_off/<kind>   sleep_round_trip with runtime_options::metrics off
 //   sleep_lateness/<kind>/N     real clock: with N far timers pending and the loop kept busy by
 //                               a task doing 20 us of work per yield, how late 1..5 ms sleeps
 //                               complete: counters p50_us, p99_us, max_us
@@ -72,10 +73,10 @@ void bm_resume_yield(benchmark::State& state, bool metrics) {
   }(), runtime_options{.metrics = metrics});
 }
 
-void bm_sleep_round_trip(benchmark::State& state, timer_kind kind) {
+void bm_sleep_round_trip(benchmark::State& state, timer_kind kind, bool metrics) {
   run([&]() -> task<void> {
     for (auto _ : state) co_await sleep_for(0ns);
-  }(), runtime_options{.timers = kind});
+  }(), runtime_options{.timers = kind, .metrics = metrics});
 }
 
 // The loop thread's CPU time: on a shared machine wall time also counts other processes.
@@ -297,13 +298,16 @@ void register_all() {
   benchmark::RegisterBenchmark("resume/yield", bm_resume_yield, true);
   benchmark::RegisterBenchmark("resume/yield_metrics_off", bm_resume_yield, false);
   for (timer_kind k : kinds)
-    benchmark::RegisterBenchmark((std::string("sleep_round_trip/") + name_of(k)).c_str(), bm_sleep_round_trip, k);
+    benchmark::RegisterBenchmark((std::string("sleep_round_trip/") + name_of(k)).c_str(), bm_sleep_round_trip, k, true);
+  for (timer_kind k : kinds)
+    benchmark::RegisterBenchmark((std::string("sleep_round_trip_metrics_off/") + name_of(k)).c_str(),
+                                 bm_sleep_round_trip, k, false);
   for (timer_kind k : kinds)
     benchmark::RegisterBenchmark((std::string("sleepers_expire/") + name_of(k)).c_str(), bm_sleepers_expire, k, true)
         ->Arg(1000)->Arg(100000)->Arg(1000000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
   // The same with runtime_options::metrics off: what the metrics cost a sleeper.
   benchmark::RegisterBenchmark("sleepers_expire_metrics_off/wheel", bm_sleepers_expire, timer_kind::wheel, false)
-      ->Arg(100000)->Arg(1000000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+      ->Arg(1000)->Arg(100000)->Arg(1000000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
   for (timer_kind k : kinds)
     benchmark::RegisterBenchmark((std::string("sleep_lateness/") + name_of(k)).c_str(), bm_sleep_lateness, k)
         ->Arg(1000000)->Iterations(1)->Unit(benchmark::kMillisecond);
