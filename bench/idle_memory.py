@@ -35,17 +35,6 @@ sys.path.insert(0, os.path.join(HERE, "http"))
 import servers  # noqa: E402
 
 
-def rss_kib(pids):
-    """Rss of /proc/<pid>/smaps_rollup, summed over pids."""
-    total = 0
-    for pid in pids:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Rss:"):
-                    total += int(line.split()[1])
-    return total
-
-
 def warm_up(port):
     subprocess.run(["taskset", "-c", "1", "wrk", "-t1", "-c50", "-d1s", f"http://127.0.0.1:{port}/"],
                    capture_output=True, timeout=60)
@@ -77,7 +66,7 @@ def measure(kind, n, build):
                 warm_up(srv.port)
             time.sleep(0.5)
             pids = srv.pids()
-            before, fds = rss_kib(pids), servers.fd_count(pids)
+            before, fds = servers.smaps_rss_kib(pids), servers.fd_count(pids)
             if http:
                 cmd = ["python3", os.path.join(HERE, "http", "idle_clients.py"), str(srv.port), str(n)]
             else:
@@ -91,7 +80,7 @@ def measure(kind, n, build):
                     if not line.startswith("held"):
                         raise RuntimeError(f"idle_clients.py: {line!r}")
                 held = wait_held(pids, fds, n)
-                after = rss_kib(srv.pids())
+                after = servers.smaps_rss_kib(srv.pids())
             finally:
                 holder.terminate()
                 holder.wait(timeout=60)
