@@ -1,9 +1,10 @@
 // serve_connection: the I/O and the timing of one connection around its exchange.
 //
-// Two deadlines per connection, each waited on by one operation at a time: `reading` (the
-// header, body and keepalive timeouts; only the read waits on it) and `sending` (the send
-// timeout; only the write waits on it). Resetting a deadline later is O(1) and lazy on the
-// wheel, so a keep-alive request costs one reset of each and no timer surgery.
+// One expiry per connection, a time point: the header, body and keepalive timeouts while it
+// reads, the send timeout while it writes (one operation waits at a time). Each read and write
+// races it with the timer inside its own awaiter (with_deadline(op, time point)): scheduled when
+// the wait starts, cancelled in O(1) when the operation completes. A `deadline` object would be
+// reset lazily instead, but it is 128 B more in every idle connection's frame.
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -28,9 +29,9 @@ namespace {
 constexpr auto linger_time = std::chrono::seconds(2);
 constexpr std::size_t max_lateness_samples = std::size_t{1} << 20;
 
-void record_kick(server_stats& stats, const deadline& d) {
+void record_kick(server_stats& stats, clock::time_point expiry) {
   if (stats.kick_lateness_us.size() >= max_lateness_samples) return;
-  const auto late = std::chrono::duration_cast<std::chrono::microseconds>(now() - d.expiry()).count();
+  const auto late = std::chrono::duration_cast<std::chrono::microseconds>(now() - expiry).count();
   stats.kick_lateness_us.push_back(static_cast<std::uint32_t>(std::clamp<long long>(late, 0, UINT32_MAX)));
 }
 
@@ -44,12 +45,12 @@ tcp_stream& socket_of(tls::stream& s) { return s.lower(); }
 // linger_time passes. The shutdown is the plain syscall: it never blocks, whereas io_uring runs
 // IORING_OP_SHUTDOWN on a worker thread, a round trip for nothing.
 template <class Stream>
-task<void> linger(Stream& s, deadline& reading) {
+task<void> linger(Stream& s) {
   ::shutdown(socket_of(s).native_handle(), SHUT_WR);
-  reading.reset(linger_time);
+  const clock::time_point until = now() + linger_time;
   std::byte sink[1024];
   for (;;) {
-    auto n = co_await with_deadline(s.read(sink), reading);
+    auto n = co_await with_deadline(s.read(sink), until);
     if (!n || *n == 0) co_return;
   }
 }
@@ -87,21 +88,22 @@ constexpr bool pooled_reads = requires(Stream& s) { s.read_pooled(); };
 // The awaiter of a read under the connection's deadline, pooled or into the exchange's buffer.
 template <class Stream, bool Pooled>
 struct read_awaiter_of {
-  using type = decltype(with_deadline(std::declval<Stream&>().read(std::span<std::byte>()), std::declval<deadline&>()));
+  using type = decltype(with_deadline(std::declval<Stream&>().read(std::span<std::byte>()), clock::time_point()));
 };
 template <class Stream>
 struct read_awaiter_of<Stream, true> {
-  using type = decltype(with_deadline(std::declval<Stream&>().read_pooled(), std::declval<deadline&>()));
+  using type = decltype(with_deadline(std::declval<Stream&>().read_pooled(), clock::time_point()));
 };
 
 // The connection's life, in one frame that is all an idle connection holds (with the stream's
-// socket): its deadline and one awaiter at a time. `request` (null without a request budget) is
+// socket): its expiry and one awaiter at a time. `request` (null without a request budget) is
 // the deadline of the scope it runs in, reset where each request's head starts and pushed out
 // while idle.
 //
-// What keeps the idle frame small (issue 27; bench/http/README.md has the sizes):
-// - One deadline for the header, body, keepalive and send timeouts: only one operation waits at
-//   a time (the read or the write), so the write borrows it and gives the read's expiry back.
+// What keeps the idle frame small (issue 27; docs/http.md has the sizes):
+// - One expiry for the header, body, keepalive and send timeouts: only one operation waits at a
+//   time (the read or the write), so the write borrows it and gives the read's expiry back. A
+//   time point, not a `deadline`: the awaiter's own timer races it (see the top of the file).
 // - The read and the write awaiters share one slot (`op`): a compiler gives every awaiter of a
 //   coroutine a frame slot of its own for the whole life of the frame, so two would be held
 //   while idle; a variant holds whichever is in flight.
@@ -122,30 +124,30 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
 
   constexpr bool pooled = pooled_reads<Stream>;
   using read_awaiter = typename read_awaiter_of<Stream, pooled>::type;
-  using write_awaiter = decltype(with_deadline(s.write(std::span<const std::byte>()), std::declval<deadline&>()));
+  using write_awaiter = decltype(with_deadline(s.write(std::span<const std::byte>()), clock::time_point()));
 
-  deadline timer(head_by - now());  // the first request's head counts from the accept
+  clock::time_point expiry = head_by;  // the first request's head counts from the accept
   std::variant<std::monostate, read_awaiter, write_awaiter> op;  // by index: TLS reads and writes are one type
   std::unique_ptr<exchange, exchange::recycle> ex;  // pooled: null while between requests
   if constexpr (!pooled) ex = exchange::acquire(cfg, stats);
   bool answered = false;    // a request has been answered on this connection
-  bool head_armed = true;   // `timer` holds the current head's header deadline
-  bool idle_armed = false;  // `timer` holds the keepalive deadline
+  bool head_armed = true;   // `expiry` is the current head's header deadline
+  bool idle_armed = false;  // `expiry` is the keepalive deadline
 
   exchange::then next = exchange::then::read;
   for (;;) {
     if (ex) {
       if (auto out = ex->output(); !out.empty()) {
-        const clock::time_point read_expiry = timer.expiry();
+        const clock::time_point read_expiry = expiry;
         while (!out.empty()) {
-          timer.reset(cfg.send_timeout);  // O(1); a later expiry is applied lazily
-          auto& w = op.template emplace<2>(with_deadline(s.write(out), timer));
+          expiry = now() + cfg.send_timeout;
+          auto& w = op.template emplace<2>(with_deadline(s.write(out), expiry));
           auto n = co_await w;
           op.template emplace<0>();
           if (!n) {
             if (n.error() == errc::timed_out) {
               ++stats.send_timeouts;
-              record_kick(stats, timer);
+              record_kick(stats, expiry);
             }
             co_return;
           }
@@ -157,7 +159,7 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
           head_armed = false;
           idle_armed = false;
         }
-        if (head_armed || idle_armed) timer.reset_to(read_expiry);
+        if (head_armed || idle_armed) expiry = read_expiry;
       }
     }
     if (next == exchange::then::more) {  // the rest of a long pipeline, now that its output is out
@@ -166,7 +168,7 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
     }
     if (next == exchange::then::close) co_return;
     if (next == exchange::then::linger) {
-      co_await linger(s, timer);
+      co_await linger(s);
       co_return;
     }
     if constexpr (pooled) {
@@ -176,18 +178,18 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
     enum class waiting { head, body, idle } wait;
     if (ex && ex->in_body()) {
       wait = waiting::body;
-      timer.reset(cfg.body_timeout);
+      expiry = now() + cfg.body_timeout;
     } else if ((ex && ex->in_head()) || !answered) {
       wait = waiting::head;
       if (!head_armed) {
-        timer.reset(cfg.header_timeout);
+        expiry = now() + cfg.header_timeout;
         if (request != nullptr) request->reset(cfg.request_timeout);  // a request starts
       }
       head_armed = true;
     } else {
       wait = waiting::idle;
       if (!idle_armed) {
-        timer.reset(cfg.keepalive_timeout);
+        expiry = now() + cfg.keepalive_timeout;
         if (request != nullptr) request->reset(clock::duration::max());  // between requests
       }
       idle_armed = true;
@@ -195,9 +197,9 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
 
     auto& r = [&]() -> read_awaiter& {
       if constexpr (pooled)
-        return op.template emplace<1>(with_deadline(s.read_pooled(), timer));
+        return op.template emplace<1>(with_deadline(s.read_pooled(), expiry));
       else
-        return op.template emplace<1>(with_deadline(s.read(ex->read_space()), timer));
+        return op.template emplace<1>(with_deadline(s.read(ex->read_space()), expiry));
     }();
     auto n = co_await r;
     op.template emplace<0>();
@@ -209,7 +211,7 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
         }
       }
       if (n.error() != errc::timed_out) co_return;
-      record_kick(stats, timer);
+      record_kick(stats, expiry);
       if (wait == waiting::body) ++stats.body_timeouts;
       else if (wait == waiting::idle) ++stats.keepalive_timeouts;
       else {
