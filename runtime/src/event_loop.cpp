@@ -315,20 +315,8 @@ void event_loop::request_stop() {
 
 void event_loop::adopt_spawned(spawned_link& l) noexcept {
   ++metrics_.tasks_spawned;
-  if (starting_.empty()) post(start_node_, continuation(&event_loop::start_spawned, this));
-  starting_.push_back(l);
-}
-
-std::coroutine_handle<> event_loop::start_spawned(void* self) noexcept {
-  auto& loop = *static_cast<event_loop*>(self);
-  // The batch is taken first: a task spawned while this one starts waits for the next batch.
-  intrusive_list<spawned_link> batch(std::move(loop.starting_));
-  while (!batch.empty()) {
-    spawned_link& l = batch.pop_front();
-    loop.spawned_.push_back(l);
-    l.frame.resume();  // may finish, and free l, before it returns
-  }
-  return std::noop_coroutine();
+  spawned_.push_back(l);
+  post(l.start, l.frame);
 }
 
 void event_loop::finish_spawned(spawned_link& l) noexcept {
@@ -340,13 +328,11 @@ void event_loop::finish_spawned(spawned_link& l) noexcept {
 void event_loop::destroy_spawned() noexcept {
   // Destroying a frame may destroy children whose awaiters cancel timers and wait for in-flight
   // operations (which may spawn nothing: the loop is going away).
-  for (auto* list : {&spawned_, &starting_}) {
-    while (!list->empty()) {
-      spawned_link& l = list->pop_front();
-      const std::coroutine_handle<> frame = l.frame;
-      delete &l;
-      frame.destroy();
-    }
+  while (has_spawned()) {
+    spawned_link& l = spawned_.pop_front();
+    const std::coroutine_handle<> frame = l.frame;
+    delete &l;  // unqueues its start node if it never started
+    frame.destroy();
   }
   time_.clear_expired();
   ready_.clear();

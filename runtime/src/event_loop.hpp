@@ -42,12 +42,14 @@
 
 namespace cogwheel::detail {
 
-// A spawned (detached) task: its frame and its link in its loop's lists, all that spawn()
-// allocates besides the task's own frame (24 B; a connection per spawned task pays it once).
-// Owned by the loop from adopt_spawned() until the task finishes (finish_spawned) or the loop
-// destroys it at shutdown; allocated with new.
+// A spawned (detached) task: its frame, its link in its loop's list and the ready node that
+// starts it in its place in the ready queue, all that spawn() allocates besides the task's own
+// frame (72 B; a connection per spawned task pays it once). Owned by the loop from
+// adopt_spawned() until the task finishes (finish_spawned) or the loop destroys it at shutdown;
+// allocated with new.
 struct spawned_link : list_link {
   std::coroutine_handle<> frame;
+  ready_node start;
 };
 
 class event_loop {
@@ -143,12 +145,11 @@ class event_loop {
 
   // Spawned (detached) coroutines, destroyed at shutdown if still suspended.
   // Takes `l` (and its frame, which has not started): the frame starts at the next iteration,
-  // with every other task spawned before that iteration, in spawn order. One ready node of the
-  // loop's starts the whole batch, so a spawned task carries none of its own.
+  // in its place among everything queued to run (FIFO, within the ready budget).
   void adopt_spawned(spawned_link& l) noexcept;
   // The task of `l` finished: unlinks and frees `l`; the caller destroys the frame.
   void finish_spawned(spawned_link& l) noexcept;
-  bool has_spawned() const noexcept { return !spawned_.empty() || !starting_.empty(); }
+  bool has_spawned() const noexcept { return !spawned_.empty(); }
   void note_spawn_failure() noexcept { ++metrics_.spawn_failures; }
   // A listener paused accepting (out of descriptors or memory) and backs off.
   void note_accept_pause() noexcept { ++metrics_.accept_pauses; }
@@ -220,10 +221,7 @@ class event_loop {
   bool kernel_skipped_ = false;  // by the last iteration: it did not block, time barely moved
   clock::time_point last_kernel_{};  // or after_the_wait: when the next tick reads the clock
   static constexpr clock::time_point after_the_wait = clock::time_point::max();
-  intrusive_list<spawned_link> spawned_;   // started, not finished
-  intrusive_list<spawned_link> starting_;  // spawned since the last batch started
-  ready_node start_node_;                  // queued while starting_ is not empty
-  static std::coroutine_handle<> start_spawned(void* self) noexcept;
+  intrusive_list<spawned_link> spawned_;
   intrusive_list<shutdown_hook> hooks_;
 
   int wake_fd_ = -1;
