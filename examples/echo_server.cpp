@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdio>
 #include <type_traits>
+#include <variant>
 
 #include <cogwheel/cogwheel.hpp>
 
@@ -87,9 +88,15 @@ task<void> session(tcp_stream conn, const settings& cfg) {
     else
       return read();
   };
+  // The read and the write take turns in one slot: a compiler gives every awaiter of a
+  // coroutine a frame slot of its own for the frame's whole life, so an idle session would
+  // also hold the write's (232 B) while it waits to read.
+  std::variant<std::monostate, decltype(next()), decltype(conn.write_all(std::span<const std::byte>()))> op;
   long served = 0;
   for (;;) {
-    auto n = co_await next();
+    auto& reading = op.template emplace<1>(next());
+    auto n = co_await reading;
+    op.template emplace<0>();
     if (!n) {
       if (n.error() == errc::no_buffer_space) {  // every buffer of the pool is in use: soon back
         co_await pause(1ms);
@@ -106,7 +113,10 @@ task<void> session(tcp_stream conn, const settings& cfg) {
     if (message.empty()) break;
     if constexpr (How == mode::deadline) idle.reset(cfg.idle_timeout);
     ++served;
-    if (!co_await conn.write_all(message)) break;
+    auto& writing = op.template emplace<2>(conn.write_all(message));
+    const bool written = static_cast<bool>(co_await writing);
+    op.template emplace<0>();
+    if (!written) break;
   }
   messages.fetch_add(served, std::memory_order_relaxed);
 }

@@ -52,6 +52,15 @@ def rss_kib(pids):
     return total
 
 
+def smaps_rss_kib(pids):
+    """Rss from /proc/<pid>/smaps_rollup (the kernel's exact sum, where VmRSS may lag), over pids."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            total += sum(int(line.split()[1]) for line in f if line.startswith("Rss:"))
+    return total
+
+
 def fd_count(pids):
     return sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in pids)
 

@@ -14,8 +14,8 @@
 //                    [--stats] [--no-pin] [--tls-cert=chain.pem --tls-key=key.pem [--tls-no-resumption]]
 //   --send-buffer-bytes: SO_SNDBUF per connection (0: the kernel's autotuning), like nginx's
 //            `listen ... sndbuf=`.
-//   --idle-buffer-bytes: the read buffer a connection keeps between requests (a read must have
-//            its buffer while it waits, so an idle connection holds this much).
+//   --idle-buffer-bytes: the read buffer a TLS connection keeps between requests (a plain one
+//            reads from the core's buffer pool: its idle wait holds no buffer, docs/http.md).
 //   --request-timeout-ms: one request's whole budget, from its head to its response
 //            (docs/deadlines.md); a request that overruns it is cut without a response.
 //   --stats: on SIGINT/SIGTERM print requests served, connections closed by each timeout, refused

@@ -14,8 +14,8 @@
 //   body:      between two reads of a request body.
 //   keepalive: idle between requests (after a response, before the next request's first byte).
 //   send:      between two writes that make progress.
-// The header, body and keepalive phases share the connection's one `deadline` (the only
-// operation waiting on it is the connection's read); writes run under with_timeout.
+// The four share the connection's one expiry, a time point that each read or write races with
+// its awaiter's own timer (one operation waits at a time; http_server_session.cpp says why).
 //
 // And one budget per request (docs/deadlines.md), when request_timeout is set: from the start
 // of a request's head (as the header timeout counts) to the end of its response. The
@@ -44,8 +44,9 @@ struct server_config {
   clock::duration keepalive_timeout = std::chrono::seconds(75);
   clock::duration send_timeout = std::chrono::seconds(60);
   clock::duration request_timeout{};  // one request's whole budget; zero: none
-  // Bytes of the read buffer an idle connection keeps (it grows for a large head or a body and
-  // shrinks back when the connection is idle again).
+  // Bytes of the read buffer a TLS connection keeps between requests (it grows for a large head
+  // or a body and shrinks back when the connection is idle again). A plain connection reads
+  // from the core's buffer pool and keeps none.
   std::size_t idle_buffer_bytes = 1024;
   // SO_SNDBUF of each connection; 0 keeps the kernel's autotuning (which lets a loopback
   // connection buffer more than a megabyte, so that a slow reader stalls no write).

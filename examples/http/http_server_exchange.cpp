@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <vector>
 
 #include <cogwheel/runtime/prometheus.hpp>
 
@@ -29,10 +31,87 @@ exchange::exchange(const server_config& cfg, server_stats& stats)
       stats_(stats),
       parser_(parser_limits{.max_header_bytes = cfg.max_header_bytes, .max_body_bytes = cfg.max_body_bytes}) {}
 
+namespace {
+
+// Memory of exchanges not in use, per core (a connection touches only its own core's): a
+// connection between requests gives its exchange back, the next request on any connection of
+// the core takes it. Bounded, so that a wave of busy connections does not pin its peak.
+constexpr std::size_t max_cached_exchanges = 1024;
+thread_local std::vector<void*> cached_exchanges;
+
+struct exchange_cache_owner {
+  ~exchange_cache_owner() {
+    for (void* p : cached_exchanges) ::operator delete(p);
+  }
+};
+thread_local exchange_cache_owner cache_owner;
+
+}  // namespace
+
+void exchange::recycle::operator()(exchange* e) const noexcept {
+  e->~exchange();
+  (void)&cache_owner;  // odr-use: the thread's cache is freed at its exit
+  if (cached_exchanges.size() < max_cached_exchanges) {
+    try {
+      cached_exchanges.push_back(e);
+      return;
+    } catch (...) {  // no room to remember it: free it
+    }
+  }
+  ::operator delete(e);
+}
+
+std::unique_ptr<exchange, exchange::recycle> exchange::acquire(const server_config& cfg, server_stats& stats) {
+  void* p;
+  if (!cached_exchanges.empty()) {
+    p = cached_exchanges.back();
+    cached_exchanges.pop_back();
+  } else {
+    p = ::operator new(sizeof(exchange));
+  }
+  return std::unique_ptr<exchange, recycle>(new (p) exchange(cfg, stats));
+}
+
+exchange::then exchange::process(std::span<const std::byte> fresh) {
+  if (begin_ < end_) {  // bytes left from before (a pipeline cut short for its output): after them
+    const std::size_t held = end_ - begin_;
+    if (cap_ - end_ < fresh.size()) {
+      auto bigger = std::make_unique<std::byte[]>(held + fresh.size());
+      std::memcpy(bigger.get(), buf_.get() + begin_, held);
+      buf_ = std::move(bigger);
+      cap_ = held + fresh.size();
+      begin_ = 0;
+      end_ = held;
+    }
+    std::memcpy(buf_.get() + end_, fresh.data(), fresh.size());
+    end_ += fresh.size();
+    return process();
+  }
+  std::size_t begin = 0;
+  const then next = parse(fresh.data(), begin, fresh.size());
+  if (begin < fresh.size()) {  // kept for after this output is written
+    const std::size_t rest = fresh.size() - begin;
+    if (cap_ < rest) {
+      buf_ = std::make_unique<std::byte[]>(rest);
+      cap_ = rest;
+    }
+    std::memcpy(buf_.get(), fresh.data() + begin, rest);
+    begin_ = 0;
+    end_ = rest;
+  }
+  return next;
+}
+
 exchange::then exchange::process() {
-  while (begin_ < end_) {
-    const auto step = parser_.feed({reinterpret_cast<const char*>(buf_.get()) + begin_, end_ - begin_});
-    begin_ += step.consumed;
+  const then next = parse(buf_.get(), begin_, end_);
+  if (next == then::read) begin_ = end_ = 0;
+  return next;
+}
+
+exchange::then exchange::parse(const std::byte* data, std::size_t& begin, std::size_t end) {
+  while (begin < end) {
+    const auto step = parser_.feed({reinterpret_cast<const char*>(data) + begin, end - begin});
+    begin += step.consumed;
     switch (step.what) {
       case request_parser::event::need_more:
         break;
@@ -56,7 +135,7 @@ exchange::then exchange::process() {
         ++answered_;
         respond();
         if (!parser_.keep_alive()) return then::close;
-        if (output().size() >= max_pending_output && begin_ < end_) return then::more;
+        if (output().size() >= max_pending_output && begin < end) return then::more;
         break;
       case request_parser::event::failed: {
         const int status = parser_.status();
@@ -71,7 +150,6 @@ exchange::then exchange::process() {
       }
     }
   }
-  begin_ = end_ = 0;
   return then::read;
 }
 

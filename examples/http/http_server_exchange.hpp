@@ -1,6 +1,10 @@
 // exchange: the synchronous half of a connection, with no I/O in it: the read buffer, the
 // parser, and the responses waiting to be written. serve_connection() (http_server_session.cpp)
 // does the reading, writing and timing around it.
+//
+// A connection that reads from the core's buffer pool holds its exchange only while a request is
+// in flight: between requests it is back in a per-core cache (exchange::acquire / the deleter of
+// exchange_ptr), so an idle connection holds none and the next request allocates nothing.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +29,21 @@ class exchange {
   };
 
   exchange(const server_config& cfg, server_stats& stats);
+  exchange(const exchange&) = delete;
+  exchange& operator=(const exchange&) = delete;
+
+  // Hands the exchange back to its core's cache (destroyed, its memory kept for the next
+  // acquire, up to a bound). Precondition: on the core that acquired it.
+  struct recycle {
+    void operator()(exchange* e) const noexcept;
+  };
+  // A fresh exchange, its memory from this core's cache when there is some.
+  static std::unique_ptr<exchange, recycle> acquire(const server_config& cfg, server_stats& stats);
+
+  // Parses `fresh` (a read that did not go into read_space(), e.g. a pooled buffer) after any
+  // bytes still buffered, as process() does; whatever is left unparsed is copied into the
+  // exchange's own buffer, so the caller may drop `fresh` at once.
+  then process(std::span<const std::byte> fresh);
 
   // Parses every buffered byte, appending the responses of the requests that ended. Requests
   // pipelined in one read are all answered, in order, in one output.
@@ -50,10 +69,14 @@ class exchange {
   bool in_body() const noexcept { return parser_.in_body(); }
   // Whether any request has been answered on this connection.
   bool answered_any() const noexcept { return answered_ > 0; }
+  // Between requests: nothing buffered, nothing to write, no request begun. An exchange at rest
+  // holds nothing a fresh one would not (answered_any() aside).
+  bool at_rest() const noexcept { return !parser_.in_message() && begin_ == end_ && !solo_ && out_.empty(); }
 
  private:
   enum class route : unsigned char { fixed, fixed_head, echo, metrics, not_found };
 
+  then parse(const std::byte* data, std::size_t& begin, std::size_t end);
   void respond();
   void append(int status, std::string_view body, connection_header how);
   void append_raw(std::string_view bytes);

@@ -1,12 +1,15 @@
 // serve_connection: the I/O and the timing of one connection around its exchange.
 //
-// Two deadlines per connection, each waited on by one operation at a time: `reading` (the
-// header, body and keepalive timeouts; only the read waits on it) and `sending` (the send
-// timeout; only the write waits on it). Resetting a deadline later is O(1) and lazy on the
-// wheel, so a keep-alive request costs one reset of each and no timer surgery.
+// One expiry per connection, a time point: the header, body and keepalive timeouts while it
+// reads, the send timeout while it writes (one operation waits at a time). Each read and write
+// races it with the timer inside its own awaiter (with_deadline(op, time point)): scheduled when
+// the wait starts, cancelled in O(1) when the operation completes. A `deadline` object would be
+// reset lazily instead, but it is 128 B more in every idle connection's frame.
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <memory>
+#include <variant>
 
 #include "http_server.hpp"
 #include "http_server_exchange.hpp"
@@ -26,9 +29,9 @@ namespace {
 constexpr auto linger_time = std::chrono::seconds(2);
 constexpr std::size_t max_lateness_samples = std::size_t{1} << 20;
 
-void record_kick(server_stats& stats, const deadline& d) {
+void record_kick(server_stats& stats, clock::time_point expiry) {
   if (stats.kick_lateness_us.size() >= max_lateness_samples) return;
-  const auto late = std::chrono::duration_cast<std::chrono::microseconds>(now() - d.expiry()).count();
+  const auto late = std::chrono::duration_cast<std::chrono::microseconds>(now() - expiry).count();
   stats.kick_lateness_us.push_back(static_cast<std::uint32_t>(std::clamp<long long>(late, 0, UINT32_MAX)));
 }
 
@@ -42,12 +45,12 @@ tcp_stream& socket_of(tls::stream& s) { return s.lower(); }
 // linger_time passes. The shutdown is the plain syscall: it never blocks, whereas io_uring runs
 // IORING_OP_SHUTDOWN on a worker thread, a round trip for nothing.
 template <class Stream>
-task<void> linger(Stream& s, deadline& reading) {
+task<void> linger(Stream& s) {
   ::shutdown(socket_of(s).native_handle(), SHUT_WR);
-  reading.reset(linger_time);
+  const clock::time_point until = now() + linger_time;
   std::byte sink[1024];
   for (;;) {
-    auto n = co_await with_deadline(s.read(sink), reading);
+    auto n = co_await with_deadline(s.read(sink), until);
     if (!n || *n == 0) co_return;
   }
 }
@@ -74,101 +77,42 @@ server_stats& server_stats::operator+=(const server_stats& o) {
 
 namespace {
 
-// The connection's life; `request` (null without a request budget) is the deadline of the
-// scope it runs in, reset where each request's head starts and pushed out while idle.
+// A sleep in a frame of its own, allocated only while it runs (a dry buffer pool): the
+// connection's frame stays small.
+task<void> pause(clock::duration d) { co_await sleep_for(d); }
+
+// Whether a stream reads from the core's buffer pool (tcp_stream; TLS reads into the exchange).
 template <class Stream>
-task<void> serve(Stream& s, const server_config& cfg, server_stats& stats, deadline* request,
+constexpr bool pooled_reads = requires(Stream& s) { s.read_pooled(); };
+
+// The awaiter of a read under the connection's deadline, pooled or into the exchange's buffer.
+template <class Stream, bool Pooled>
+struct read_awaiter_of {
+  using type = decltype(with_deadline(std::declval<Stream&>().read(std::span<std::byte>()), clock::time_point()));
+};
+template <class Stream>
+struct read_awaiter_of<Stream, true> {
+  using type = decltype(with_deadline(std::declval<Stream&>().read_pooled(), clock::time_point()));
+};
+
+// The connection's life, in one frame that is all an idle connection holds (with the stream's
+// socket): its expiry and one awaiter at a time. `request` (null without a request budget) is
+// the deadline of the scope it runs in, reset where each request's head starts and pushed out
+// while idle.
+//
+// What keeps the idle frame small (issue 27; docs/http.md has the sizes):
+// - One expiry for the header, body, keepalive and send timeouts: only one operation waits at a
+//   time (the read or the write), so the write borrows it and gives the read's expiry back. A
+//   time point, not a `deadline`: the awaiter's own timer races it (see the top of the file).
+// - The read and the write awaiters share one slot (`op`): a compiler gives every awaiter of a
+//   coroutine a frame slot of its own for the whole life of the frame, so two would be held
+//   while idle; a variant holds whichever is in flight.
+// - On a tcp_stream the read takes its buffer from the core's pool when data arrives, and the
+//   exchange (parser, leftover bytes, output) is taken from the core's cache when data arrives
+//   and given back once the connection is between requests: an idle connection holds neither.
+template <class Stream>
+task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadline* request,
                  clock::time_point head_by) {
-  exchange ex(cfg, stats);
-  deadline reading(head_by - now());  // the first request's head counts from the accept
-  deadline sending(cfg.send_timeout);
-  bool head_armed = true;  // `reading` holds the current head's header deadline
-  bool idle_armed = false;  // `reading` holds the keepalive deadline
-
-  exchange::then next = exchange::then::read;
-  for (;;) {
-    if (next == exchange::then::read) next = ex.process();
-    if (auto out = ex.output(); !out.empty()) {
-      // Inline rather than a helper task: a task per response would allocate a frame.
-      while (!out.empty()) {
-        sending.reset(cfg.send_timeout);  // later than before: O(1), applied lazily
-        auto n = co_await with_deadline(s.write(out), sending);
-        if (!n) {
-          if (n.error() == errc::timed_out) {
-            ++stats.send_timeouts;
-            record_kick(stats, sending);
-          }
-          co_return;
-        }
-        out = out.subspan(*n);
-      }
-      ex.output_sent();
-      if (ex.answered_any()) {  // the next head (pipelined or not) counts from here on
-        head_armed = false;
-        idle_armed = false;
-      }
-    }
-    if (next == exchange::then::more) {
-      next = exchange::then::read;
-      continue;
-    }
-    if (next == exchange::then::close) co_return;
-    if (next == exchange::then::linger) {
-      co_await linger(s, reading);
-      co_return;
-    }
-
-    enum class waiting { head, body, idle } w;
-    if (ex.in_body()) {
-      w = waiting::body;
-      reading.reset(cfg.body_timeout);
-    } else if (ex.in_head() || !ex.answered_any()) {
-      w = waiting::head;
-      if (!head_armed) {
-        reading.reset(cfg.header_timeout);
-        if (request != nullptr) request->reset(cfg.request_timeout);  // a request starts
-      }
-      head_armed = true;
-    } else {
-      w = waiting::idle;
-      if (!idle_armed) {
-        reading.reset(cfg.keepalive_timeout);
-        if (request != nullptr) request->reset(clock::duration::max());  // between requests
-      }
-      idle_armed = true;
-    }
-
-    auto n = co_await with_deadline(s.read(ex.read_space()), reading);
-    if (!n) {
-      if (n.error() != errc::timed_out) co_return;
-      record_kick(stats, reading);
-      if (w == waiting::body) ++stats.body_timeouts;
-      else if (w == waiting::idle) ++stats.keepalive_timeouts;
-      else {
-        ++stats.header_timeouts;
-        if (ex.in_head()) {  // part of the head came: say why the connection ends (nginx 1.22
-                             // logs a 408 but closes without sending one)
-          ex.refuse(408);
-          next = exchange::then::close;
-          continue;
-        }
-      }
-      co_return;
-    }
-    if (*n == 0) co_return;  // the client closed
-    ex.received(*n);
-    if (w == waiting::idle) idle_armed = false;  // the next request's head counts from its first byte
-  }
-}
-
-}  // namespace
-
-task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats& stats) {
-  return serve_stream(std::move(s), cfg, stats, now() + cfg.header_timeout);
-}
-
-template <class Stream>
-task<void> serve_stream(Stream s, const server_config& cfg, server_stats& stats, clock::time_point head_by) {
   ++stats.connections;
   ++stats.open_connections;
   struct open_count {
@@ -177,14 +121,144 @@ task<void> serve_stream(Stream s, const server_config& cfg, server_stats& stats,
   } counted{stats};
   (void)socket_of(s).set_nodelay(true);
   if (cfg.send_buffer_bytes > 0) (void)socket_of(s).set_send_buffer_size(static_cast<int>(cfg.send_buffer_bytes));
-  if (cfg.request_timeout <= clock::duration::zero()) {
-    co_await serve(s, cfg, stats, nullptr, head_by);
-    co_return;
+
+  constexpr bool pooled = pooled_reads<Stream>;
+  using read_awaiter = typename read_awaiter_of<Stream, pooled>::type;
+  using write_awaiter = decltype(with_deadline(s.write(std::span<const std::byte>()), clock::time_point()));
+
+  clock::time_point expiry = head_by;  // the first request's head counts from the accept
+  std::variant<std::monostate, read_awaiter, write_awaiter> op;  // by index: TLS reads and writes are one type
+  std::unique_ptr<exchange, exchange::recycle> ex;  // pooled: null while between requests
+  if constexpr (!pooled) ex = exchange::acquire(cfg, stats);
+  bool answered = false;    // a request has been answered on this connection
+  bool head_armed = true;   // `expiry` is the current head's header deadline
+  bool idle_armed = false;  // `expiry` is the keepalive deadline
+
+  exchange::then next = exchange::then::read;
+  for (;;) {
+    if (ex) {
+      if (auto out = ex->output(); !out.empty()) {
+        const clock::time_point read_expiry = expiry;
+        while (!out.empty()) {
+          expiry = now() + cfg.send_timeout;
+          auto& w = op.template emplace<2>(with_deadline(s.write(out), expiry));
+          auto n = co_await w;
+          op.template emplace<0>();
+          if (!n) {
+            if (n.error() == errc::timed_out) {
+              ++stats.send_timeouts;
+              record_kick(stats, expiry);
+            }
+            co_return;
+          }
+          out = out.subspan(*n);
+        }
+        ex->output_sent();
+        if (ex->answered_any()) {  // the next head (pipelined or not) counts from here on
+          answered = true;
+          head_armed = false;
+          idle_armed = false;
+        }
+        if (head_armed || idle_armed) expiry = read_expiry;
+      }
+    }
+    if (next == exchange::then::more) {  // the rest of a long pipeline, now that its output is out
+      next = ex->process();
+      continue;
+    }
+    if (next == exchange::then::close) co_return;
+    if (next == exchange::then::linger) {
+      co_await linger(s);
+      co_return;
+    }
+    if constexpr (pooled) {
+      if (ex && ex->at_rest()) ex.reset();  // between requests: back to the core's cache
+    }
+
+    enum class waiting { head, body, idle } wait;
+    if (ex && ex->in_body()) {
+      wait = waiting::body;
+      expiry = now() + cfg.body_timeout;
+    } else if ((ex && ex->in_head()) || !answered) {
+      wait = waiting::head;
+      if (!head_armed) {
+        expiry = now() + cfg.header_timeout;
+        if (request != nullptr) request->reset(cfg.request_timeout);  // a request starts
+      }
+      head_armed = true;
+    } else {
+      wait = waiting::idle;
+      if (!idle_armed) {
+        expiry = now() + cfg.keepalive_timeout;
+        if (request != nullptr) request->reset(clock::duration::max());  // between requests
+      }
+      idle_armed = true;
+    }
+
+    auto& r = [&]() -> read_awaiter& {
+      if constexpr (pooled)
+        return op.template emplace<1>(with_deadline(s.read_pooled(), expiry));
+      else
+        return op.template emplace<1>(with_deadline(s.read(ex->read_space()), expiry));
+    }();
+    auto n = co_await r;
+    op.template emplace<0>();
+    if (!n) {
+      if constexpr (pooled) {
+        if (n.error() == errc::no_buffer_space) {  // every buffer of the pool is in use: soon back
+          co_await pause(std::chrono::milliseconds(1));
+          continue;
+        }
+      }
+      if (n.error() != errc::timed_out) co_return;
+      record_kick(stats, expiry);
+      if (wait == waiting::body) ++stats.body_timeouts;
+      else if (wait == waiting::idle) ++stats.keepalive_timeouts;
+      else {
+        ++stats.header_timeouts;
+        if (ex && ex->in_head()) {  // part of the head came: say why the connection ends (nginx
+                                    // 1.22 logs a 408 but closes without sending one)
+          ex->refuse(408);
+          next = exchange::then::close;
+          continue;
+        }
+      }
+      co_return;
+    }
+    if (wait == waiting::idle) idle_armed = false;  // the next request's head counts from its first byte
+    if constexpr (pooled) {
+      if (n->empty()) co_return;  // the client closed
+      if (!ex) ex = exchange::acquire(cfg, stats);
+      next = ex->process(n->bytes());
+      n->reset();  // the buffer goes back to the pool before the answer is written
+    } else {
+      if (*n == 0) co_return;  // the client closed
+      ex->received(*n);
+      next = ex->process();
+    }
   }
+}
+
+// With a request budget: the connection runs in its scope (see http_server.hpp).
+template <class Stream>
+task<void> serve_in_budget(Stream s, const server_config& cfg, server_stats& stats, clock::time_point head_by) {
   // The first request's head counts from the accept, as the header timeout does.
   deadline request(cfg.request_timeout);
-  auto r = co_await with_deadline(serve(s, cfg, stats, &request, head_by), request);
+  auto r = co_await with_deadline(serve(std::move(s), cfg, stats, &request, head_by), request);
   if (!r && r.error() == errc::timed_out) ++stats.request_timeouts;
+}
+
+}  // namespace
+
+task<void> serve_connection(tcp_stream s, const server_config& cfg, server_stats& stats) {
+  return serve_stream(std::move(s), cfg, stats, now() + cfg.header_timeout);
+}
+
+// Not a coroutine: without a request budget the connection is one frame, serve()'s.
+template <class Stream>
+task<void> serve_stream(Stream s, const server_config& cfg, server_stats& stats, clock::time_point head_by) {
+  if (cfg.request_timeout <= clock::duration::zero()) return serve(std::move(s), cfg, stats, nullptr, head_by);
+  return serve_in_budget(std::move(s), cfg, stats, head_by);
 }
 
 template task<void> serve_stream(tcp_stream, const server_config&, server_stats&, clock::time_point);

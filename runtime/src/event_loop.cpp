@@ -335,20 +335,27 @@ void event_loop::request_stop() {
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
 }
 
-void event_loop::link_spawned(spawned_link& l) noexcept {
+void event_loop::adopt_spawned(spawned_link& l) noexcept {
   ++metrics_.tasks_spawned;
   spawned_.push_back(l);
+  post(l.start, l.frame);
 }
 
-void event_loop::unlink_spawned(spawned_link& l) noexcept {
+void event_loop::finish_spawned(spawned_link& l) noexcept {
   l.unlink();
+  delete &l;
   nudged_ = true;  // run_until may be waiting for the last spawned task to finish
 }
 
 void event_loop::destroy_spawned() noexcept {
-  // Destroying a frame unlinks it (the promise's destructor), and may destroy children whose
-  // awaiters cancel timers and wait for in-flight operations.
-  while (has_spawned()) spawned_.front().frame.destroy();
+  // Destroying a frame may destroy children whose awaiters cancel timers and wait for in-flight
+  // operations (which may spawn nothing: the loop is going away).
+  while (has_spawned()) {
+    spawned_link& l = spawned_.pop_front();
+    const std::coroutine_handle<> frame = l.frame;
+    delete &l;  // unqueues its start node if it never started
+    frame.destroy();
+  }
   time_.clear_expired();
   ready_.clear();
 }

@@ -157,6 +157,9 @@ class [[nodiscard]] task {
   }
   /// After it finished: its value, or its exception rethrown. Precondition: done().
   T take() { return h_.promise().take(); }
+  /// For the runtime's own drivers (spawn): gives up the frame, which the caller now owns and
+  /// must destroy; the task becomes empty.
+  handle_type release() noexcept { return std::exchange(h_, {}); }
 
  private:
   void reset() noexcept {
