@@ -210,8 +210,8 @@ class event_loop {
   bool timed_;
   std::uint64_t q32_ = 0;
   // The cycle counter when the last timed iteration ended (or run_until began): the next
-  // iteration's start, so each iteration reads the counter three times, not four (a read costs
-  // ~24 ns on a KVM guest, where the loop's cheapest iteration is ~50 ns).
+  // iteration's start, so a hot-path iteration reads the counter once (a read costs 8-24 ns on
+  // a KVM guest, where the loop's cheapest iteration is ~45 ns).
   std::uint64_t last_cycles_ = 0;
   // Hot-path iterations time their phases 1 in this many (see run_once_timed).
   static constexpr std::uint64_t phase_sample_every = 16;
