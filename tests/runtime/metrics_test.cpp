@@ -214,7 +214,12 @@ TEST(metrics, a_snapshot_from_another_thread_sees_every_core_and_its_counters) {
       EXPECT_EQ(s.cores[i].core, i);
       EXPECT_GE(s.cores[i].timers_fired, 10u);
       EXPECT_GE(s.cores[i].iterations, 10u);
-      EXPECT_EQ(s.cores[i].timer_lateness.count(), s.cores[i].timers_fired);
+      // The core keeps firing while the snapshot copies it, and a snapshot's fields come from
+      // slightly different moments (metrics.hpp): a lateness recorded inside an advance() whose
+      // timers_fired is added after it returns may be in the copy without it. One timer per
+      // iteration here, and a copy spans at most a few iterations.
+      EXPECT_NEAR(static_cast<double>(s.cores[i].timer_lateness.count()),
+                  static_cast<double>(s.cores[i].timers_fired), 3.0);
     }
     phase.store(2);
   });
