@@ -82,8 +82,34 @@ return n
   "  end\n"                                                                     \
   "end\n"
 
-// ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes.
-// First the in-flight jobs whose visibility expired (their worker died or stalled) go back to
+// True when ARGV[i] (an id) still holds the lease ARGV[i + 1] (a token).
+#define COGWHEEL_REDIS_LUA_HOLDS \
+  "local function holds(id, token) return redis.call('HGET', KEYS[5], id) == token end\n"
+
+// `ack(from)`: ARGV[from..] are id, token, id, token...; the jobs that still hold their lease
+// are done (removed from flight with their payload, attempts and lease). -> how many.
+#define COGWHEEL_REDIS_LUA_ACK                                                   \
+  "local function ack(from)\n"                                                   \
+  "  local ids = {}\n"                                                           \
+  "  for i = from, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end\n"                     \
+  "  if #ids == 0 then return 0 end\n"                                           \
+  "  local tokens = redis.call('HMGET', KEYS[5], unpack(ids))\n"                 \
+  "  local done = {}\n"                                                          \
+  "  for k, id in ipairs(ids) do\n"                                              \
+  "    if tokens[k] == ARGV[from + 2 * k - 1] then done[#done + 1] = id end\n"    \
+  "  end\n"                                                                      \
+  "  if #done > 0 then\n"                                                        \
+  "    bulk('ZREM', KEYS[2], done)\n"                                            \
+  "    bulk('HDEL', KEYS[3], done)\n"                                            \
+  "    bulk('HDEL', KEYS[4], done)\n"                                            \
+  "    bulk('HDEL', KEYS[5], done)\n"                                            \
+  "  end\n"                                                                      \
+  "  return #done\n"                                                             \
+  "end\n"
+
+// ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes,
+// then acknowledgements (id, token, id, token...: ack(7), the worker's finished jobs riding on
+// its claim, one request instead of two). First the acknowledgements, then the in-flight jobs whose visibility expired (their worker died or stalled) go back to
 // due, or to the dead set once they used max_attempts claims. Then up to `limit` jobs due
 // within now + lookahead move to in flight, all with one new token, leased until now +
 // lookahead + visibility (at least their own max(due, now) + visibility: one score for the
@@ -94,8 +120,11 @@ return n
 // -> {now, {id, payload, due, attempt, token, ...}, earliest due left or -1,
 //     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
 //     seconds and microseconds of TIME read at the script's end (the reference of
-//     the workers' start times: the later it is read, the less a batch starts late)}
-inline constexpr const char* claim_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK R"(
+//     the workers' start times: the later it is read, the less a batch starts late),
+//     acknowledgements that held their lease}
+inline constexpr const char* claim_lua =
+    COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_ACK R"(
+local acked = ack(7)
 local visibility = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[4])
@@ -171,29 +200,13 @@ end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local te = redis.call('TIME')  -- not frozen in a script: read last, it is the reply's own time
-return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2]}
+return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked}
 )";
 
-// True when ARGV[i] (an id) still holds the lease ARGV[i + 1] (a token).
-#define COGWHEEL_REDIS_LUA_HOLDS \
-  "local function holds(id, token) return redis.call('HGET', KEYS[5], id) == token end\n"
-
-// ARGV: id, token, id, token... -> how many still held their lease (and are done).
-inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK R"(
-local ids = {}
-for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
-local tokens = redis.call('HMGET', KEYS[5], unpack(ids))
-local done = {}
-for k, id in ipairs(ids) do
-  if tokens[k] == ARGV[2 * k] then done[#done + 1] = id end
-end
-if #done > 0 then
-  bulk('ZREM', KEYS[2], done)
-  bulk('HDEL', KEYS[3], done)
-  bulk('HDEL', KEYS[4], done)
-  bulk('HDEL', KEYS[5], done)
-end
-return #done
+// ARGV: id, token, id, token... -> how many still held their lease (and are done). A worker
+// with a claim coming soon sends them with the claim instead (claim_lua's ARGV[7..]).
+inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_ACK R"(
+return ack(1)
 )";
 
 // ARGV: id, token, retry_delay_ms, max_attempts, channel, reason.
@@ -275,5 +288,6 @@ return 1
 #undef COGWHEEL_REDIS_LUA_PRELUDE
 #undef COGWHEEL_REDIS_LUA_HOLDS
 #undef COGWHEEL_REDIS_LUA_BULK
+#undef COGWHEEL_REDIS_LUA_ACK
 
 }  // namespace cogwheel::redis::detail

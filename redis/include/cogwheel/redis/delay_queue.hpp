@@ -110,6 +110,8 @@ struct worker_options {
   std::chrono::milliseconds lookahead{0};
   /// Acknowledgements wait this long to go as one batch (a full batch of 512 goes at once):
   /// one script per batch instead of one per job, for jobs held this much longer in flight.
+  /// When the worker claims again within another ack_delay, they wait for that claim and go
+  /// with it (one request instead of two): an acknowledgement waits at most 2 x ack_delay.
   std::chrono::milliseconds ack_delay{0};
   /// Bound of the payload bytes one claim takes (the first job always goes).
   std::size_t max_claim_bytes = 4u << 20;
@@ -249,6 +251,10 @@ class delay_queue {
   std::vector<std::pair<std::string, std::int64_t>> acks_;
   bool acking_ = false;
   std::int64_t sleeping_until_ms_ = 0;  // Redis time the worker sleeps until
+  // Local time of work()'s next claim, which carries the acknowledgements gathered by then;
+  // time_point::max() while it claims or waits for a free slot.
+  clock::time_point next_claim_ = clock::time_point::max();
+  std::uint64_t claims_carrying_acks_ = 0;  // claims sent with acknowledgements
   std::int64_t hint_ms_ = INT64_MAX;    // earliest due time announced since the last claim
   std::int64_t jitter_ms_ = 0;          // this worker's offset of its lookahead wake-ups
   // The worker's metrics: written by this core, read by snapshots on any thread. Declared
