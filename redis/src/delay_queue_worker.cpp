@@ -197,7 +197,7 @@ task<void> delay_queue::work() {
       const clock::time_point replied = now();
       ++stats_.claims;
       ++metrics_.claims;
-      if (!r || !r->is_array() || r->size() != 9 || !(*r)[1].is_array()) {
+      if (!r || !r->is_array() || r->size() != 10 || !(*r)[1].is_array()) {
         wait_ms = error_backoff.count();
         error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
       } else {
@@ -212,13 +212,14 @@ task<void> delay_queue::work() {
         const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
         count_dead(static_cast<std::uint64_t>(int_of((*r)[5])));
         const auto f = (*r)[1].elements();
-        for (std::size_t i = 0; i + 4 < f.size(); i += 5) {
+        const std::int64_t token = int_of((*r)[9]);  // one per claim, shared by its jobs
+        for (std::size_t i = 0; i + 3 < f.size(); i += 4) {
           job j;
           j.id = f[i].str();
           j.payload = f[i + 1].str();
           j.due_ms = int_of(f[i + 2]);
           j.attempt = int_of(f[i + 3]);
-          j.token = int_of(f[i + 4]);
+          j.token = token;
           // Due `ahead` after the server's TIME, which was read before `replied`: starting
           // `ahead` after `replied` is never early. The lease was stamped after `sent`.
           const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);

@@ -116,7 +116,7 @@ TEST_F(redis_delay_queue_life, max_attempts_holds_when_leases_expire) {
     int ran = 0;
     auto handler = [&](const job& j) -> task<result<void>> {
       ++ran;
-      (void)co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+      (void)co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
       co_await sleep_for(1h);
       co_return result<void>();
     };

@@ -38,7 +38,7 @@ TEST_F(redis_delay_queue_safety, a_report_from_a_lost_lease_is_refused_and_the_n
     auto handler = [&](const job& j) -> task<result<void>> {
       tokens.push_back(j.token);
       if (tokens.size() == 1) {
-        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
         EXPECT_TRUE(expired.has_value());
         while (tokens.size() < 2) co_await sleep_for(5ms);  // a claim took it again
         auto e = co_await q.extend(j, 10s);
@@ -75,7 +75,7 @@ TEST_F(redis_delay_queue_safety, a_failure_from_a_lost_lease_does_not_retry_the_
     auto handler = [&](const job& j) -> task<result<void>> {
       const int mine = ++runs;
       if (mine == 1) {
-        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
         EXPECT_TRUE(expired.has_value());
         while (runs < 2) co_await sleep_for(5ms);
         co_return make_error_code(errc::io_error);  // refused: not retried
