@@ -123,7 +123,7 @@ return n
   "  if n > 0 then\n"                                                                \
   "    bulk('ZREM', KEYS[2], members)\n"                                             \
   "    bulk('HDEL', KEYS[3], ids)\n"                                                 \
-  "    bulk('HDEL', KEYS[4], ids)\n"                                                 \
+  "    if redis.call('EXISTS', KEYS[4]) == 1 then bulk('HDEL', KEYS[4], ids) end\n"   \
   "  end\n"                                                                          \
   "  return n\n"                                                                     \
   "end\n"
@@ -174,7 +174,8 @@ if #due > 0 then
   local ids = {}
   for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
   local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
-  local tries = redis.call('HMGET', KEYS[4], unpack(ids))
+  -- No job has a count while no job was claimed twice (or died): nothing to read then.
+  local tries = redis.call('EXISTS', KEYS[4]) == 1 and redis.call('HMGET', KEYS[4], unpack(ids)) or {}
   local expiry = tostring(now + tonumber(ARGV[3]) + visibility)
   local bytes = 0
   for k, id in ipairs(ids) do
