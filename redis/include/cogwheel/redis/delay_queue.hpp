@@ -4,10 +4,10 @@
 ///
 /// Keys (the {name} hash tag keeps them in one Cluster slot):
 ///   {name}:due       ZSET id -> due time (ms since the epoch, Redis's clock)
-///   {name}:inflight  ZSET id -> lease expiry of a claimed job
+///   {name}:inflight  ZSET "<token>:<id>" -> lease expiry of a claimed job: the entry is the
+///                    fencing record of its claim (token: see below)
 ///   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far (no entry:
 ///                    none, or this one for a job in flight)
-///   {name}:lease     HASH id -> the fencing token of its current claim
 ///   {name}:token     the counter tokens come from (INCR)
 ///   {name}:dead      ZSET id -> time it was given up;  {name}:reason  HASH id -> why
 ///   channel {name}:wake   published with the due time when a job becomes the earliest
@@ -138,7 +138,7 @@ struct worker_stats {
   std::uint64_t jobs = 0;          ///< jobs claimed
   std::uint64_t fired = 0;         ///< handlers started
   std::uint64_t acked = 0;         ///< jobs acknowledged (their handler succeeded)
-  std::uint64_t ack_batches = 0;   ///< acknowledgement scripts run
+  std::uint64_t ack_batches = 0;   ///< batches of acknowledgements sent (alone, or with a claim)
   std::uint64_t failed = 0;        ///< handler errors, exceptions and timeouts
   std::uint64_t retries = 0;       ///< failures the server scheduled again
   std::uint64_t lost_leases = 0;   ///< acks, failures or extensions refused: another claim holds the job
