@@ -192,6 +192,7 @@ task<void> delay_queue::work() {
       }
       if (!carried.empty()) ++claims_carrying_acks_;
       const clock::time_point sent = now();
+      next_claim_ = sent;  // on its way: acknowledgements done meanwhile wait for the one after
       hint_ms_ = INT64_MAX;
       auto r = co_await call(claim_, args);
       const clock::time_point replied = now();
@@ -257,7 +258,6 @@ task<void> delay_queue::work() {
       next_claim_ = claims_next ? idle.deadline() : clock::time_point::max();
       detail::parked p(idle_, idle);
       co_await idle;
-      next_claim_ = clock::time_point::max();
     }
     if (this_core_metrics().clock_jumps != jumps) {  // a paused clock: every sleep would jump
       fatal_ = std::make_error_code(errc::not_supported);
@@ -265,6 +265,7 @@ task<void> delay_queue::work() {
       detail::wake(run_idle_);
     }
   }
+  next_claim_ = clock::time_point::max();
   // The drain. Held jobs are handed back (their sleeps end now); running ones get the grace.
   for (held* h = held_list_; h != nullptr; h = h->next) detail::wake(h->wait);
   detail::wake(ack_idle_);
@@ -370,11 +371,13 @@ task<void> delay_queue::flush_acks() {
     // The worker claims within another ack_delay: the acknowledgements go with that claim
     // (work() takes them when it sends it), one request instead of two. A stop or a full
     // batch wakes this wait and sends them now; a claim that will not come (no free slot)
-    // does not hold them (next_claim_ is then time_point::max()).
+    // does not hold them (next_claim_ is then time_point::max()). While a claim is on its way
+    // (next_claim_ is when it was sent) this looks again every ms until the worker knows
+    // when it claims next.
     const std::uint64_t carried_before = claims_carrying_acks_;
     while (!acks_.empty() && !stopping_ && o_.ack_delay.count() > 0 && acks_.size() < max_ack_batch &&
            next_claim_ <= now() + o_.ack_delay) {
-      sleep_operation ride(next_claim_ + std::chrono::milliseconds(1));  // just after work()'s wake-up
+      sleep_operation ride(std::max(next_claim_, now()) + std::chrono::milliseconds(1));  // just after work()'s wake-up
       detail::parked p(ack_idle_, ride);
       co_await ride;
     }

@@ -251,8 +251,9 @@ class delay_queue {
   std::vector<std::pair<std::string, std::int64_t>> acks_;
   bool acking_ = false;
   std::int64_t sleeping_until_ms_ = 0;  // Redis time the worker sleeps until
-  // Local time of work()'s next claim, which carries the acknowledgements gathered by then;
-  // time_point::max() while it claims or waits for a free slot.
+  // Local time of work()'s next claim, which carries the acknowledgements gathered by then
+  // (while a claim is on its way: when it was sent); time_point::max() while work() waits for
+  // a free slot or drains.
   clock::time_point next_claim_ = clock::time_point::max();
   std::uint64_t claims_carrying_acks_ = 0;  // claims sent with acknowledgements
   std::int64_t hint_ms_ = INT64_MAX;    // earliest due time announced since the last claim
