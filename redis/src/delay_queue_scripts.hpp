@@ -4,10 +4,15 @@
 //
 // Fencing: every claim script takes one token from {name}:token (INCR: one counter per queue,
 // so the tokens of one job only grow, across retries, expiries, requeues and re-schedules of its
-// id; the jobs of one claim share it) and records it as each job's current lease in
-// {name}:lease. ack, fail, extend and release (hand back) do nothing unless they hold the
-// current token: a worker whose visibility expired cannot remove, retry or prolong the claim of
-// the worker that took the job after it.
+// id; the jobs of one claim share it), and a claimed job's entry in {name}:inflight is the
+// member "<token>:<id>": the in-flight entry is the fencing record (no separate lease hash to
+// write, read and delete per job). ack, fail, extend and release (hand back) name the member
+// from the token they hold, and do nothing unless it is still there: a worker whose visibility
+// expired cannot remove, retry or prolong the claim of the worker that took the job after it
+// (that claim's member carries a greater token). A job has at most one in-flight entry: it is
+// claimed only from {name}:due, where its id is once, and schedule refuses an id whose payload
+// exists. {name}:lease (KEYS[5]) is no longer written; versions before wrote id -> token there
+// and plain ids in {name}:inflight, which expire and run again like a stalled claim.
 //
 // {name}:attempts counts the claims of a job, and a job's first claim writes nothing there (the
 // common case costs no write at claim and no delete at acknowledgement): a pending or dead job
@@ -25,8 +30,9 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_lease, k_dead, 
 
 // Shared prologue: `now` in ms; `announce(at, channel)` publishes when `at` becomes the
 // earliest due time (call before adding it; no job due at or before `at`: asked without
-// WITHSCORES, so no score is formatted and parsed); `bury(id, why, tries)` moves a job to the dead set
-// with `tries` claims; `claims(id)` is an in-flight job's count of claims, this one included.
+// WITHSCORES, so no score is formatted and parsed); `bury(id, why, tries, m)` moves a job (in
+// flight as member m, or nil) to the dead set with `tries` claims; `claims(id)` is an in-flight
+// job's count of claims, this one included; `id_of(m)` the id of in-flight member m.
 #define COGWHEEL_REDIS_LUA_PRELUDE                                                        \
   "local t = redis.call('TIME')\n"                                                        \
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"               \
@@ -35,15 +41,15 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_lease, k_dead, 
   "    redis.call('PUBLISH', channel, at)\n"                                               \
   "  end\n"                                                                               \
   "end\n"                                                                                 \
-  "local function bury(id, why, tries)\n"                                                 \
+  "local function bury(id, why, tries, m)\n"                                              \
   "  redis.call('ZREM', KEYS[1], id)\n"                                                   \
-  "  redis.call('ZREM', KEYS[2], id)\n"                                                   \
-  "  redis.call('HDEL', KEYS[5], id)\n"                                                   \
+  "  if m then redis.call('ZREM', KEYS[2], m) end\n"                                      \
   "  redis.call('HSET', KEYS[4], id, tries)\n"                                            \
   "  redis.call('ZADD', KEYS[6], now, id)\n"                                              \
   "  redis.call('HSET', KEYS[7], id, why)\n"                                              \
   "end\n"                                                                               \
-  "local function claims(id) return tonumber(redis.call('HGET', KEYS[4], id) or '1') end\n"
+  "local function claims(id) return tonumber(redis.call('HGET', KEYS[4], id) or '1') end\n" \
+  "local function id_of(m) return string.match(m, '^%d+:(.*)$') or m end\n"
 
 // ARGV: id, payload, due (ms since the epoch, or a delay in ms when ARGV[5] == 'after'),
 // channel, mode. -> 1 added, 0 a job with this id exists (pending, running or dead).
@@ -65,11 +71,18 @@ redis.call('ZADD', KEYS[1], 'XX', at, ARGV[1])
 return 1
 )";
 
-// ARGV: id. -> 1 removed (pending, running or dead), 0 none.
+// ARGV: id. -> 1 removed (pending, running or dead), 0 none. A job neither due nor dead but
+// with a payload is in flight: its member is found by reading the in-flight set (O(jobs in
+// flight), a price only cancelling a running job pays; its worker's reports are then refused).
 inline constexpr const char* cancel_lua = R"(
-local n = redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1])
-  + redis.call('ZREM', KEYS[6], ARGV[1])
-for _, k in ipairs({KEYS[3], KEYS[4], KEYS[5], KEYS[7]}) do redis.call('HDEL', k, ARGV[1]) end
+local id = ARGV[1]
+local n = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[6], id)
+if n == 0 and redis.call('HEXISTS', KEYS[3], id) == 1 then
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+    if (string.match(m, '^%d+:(.*)$') or m) == id then n = n + redis.call('ZREM', KEYS[2], m) break end
+  end
+end
+for _, k in ipairs({KEYS[3], KEYS[4], KEYS[5], KEYS[7]}) do redis.call('HDEL', k, id) end
 return n
 )";
 
@@ -82,8 +95,32 @@ return n
   "  end\n"                                                                     \
   "end\n"
 
-// ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes.
-// First the in-flight jobs whose visibility expired (their worker died or stalled) go back to
+// True when in-flight member m (see the top: "<token>:<id>") still holds its lease.
+#define COGWHEEL_REDIS_LUA_HOLDS \
+  "local function holds(m) return redis.call('ZSCORE', KEYS[2], m) ~= false end\n"
+
+// `ack(from)`: ARGV[from..] are id, token, id, token...; the jobs whose in-flight member
+// "<token>:<id>" is still there are done: removed from flight (one ZREM each, whose answer is
+// the fencing check: measured cheaper than ZMSCORE, which formats a score per member, and a
+// bulk ZREM) with their payload and attempts. -> how many.
+#define COGWHEEL_REDIS_LUA_ACK                                                        \
+  "local function ack(from)\n"                                                        \
+  "  local done = {}\n"                                                               \
+  "  for i = from, #ARGV, 2 do\n"                                                     \
+  "    if redis.call('ZREM', KEYS[2], ARGV[i + 1] .. ':' .. ARGV[i]) == 1 then\n"      \
+  "      done[#done + 1] = ARGV[i]\n"                                                 \
+  "    end\n"                                                                         \
+  "  end\n"                                                                           \
+  "  if #done > 0 then\n"                                                             \
+  "    bulk('HDEL', KEYS[3], done)\n"                                                 \
+  "    if redis.call('EXISTS', KEYS[4]) == 1 then bulk('HDEL', KEYS[4], done) end\n"   \
+  "  end\n"                                                                           \
+  "  return #done\n"                                                                  \
+  "end\n"
+
+// ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes,
+// then acknowledgements (id, token, id, token...: ack(7), the worker's finished jobs riding on
+// its claim, one request instead of two). First the acknowledgements, then the in-flight jobs whose visibility expired (their worker died or stalled) go back to
 // due, or to the dead set once they used max_attempts claims. Then up to `limit` jobs due
 // within now + lookahead move to in flight, all with one new token, leased until now +
 // lookahead + visibility (at least their own max(due, now) + visibility: one score for the
@@ -91,11 +128,14 @@ return n
 // under max_claim_bytes (the first one always goes), and a payload over max_payload_bytes sends
 // its job to the dead set. The jobs taken are the first `taken` of the due set (ZRANGEBYSCORE
 // from -inf lists them in rank order), removed by one ZREMRANGEBYRANK.
-// -> {now, {id, payload, due, attempt, token, ...}, earliest due left or -1,
+// -> {now, {id, payload, due, attempt, ...}, earliest due left or -1,
 //     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
 //     seconds and microseconds of TIME read at the script's end (the reference of
-//     the workers' start times: the later it is read, the less a batch starts late)}
-inline constexpr const char* claim_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK R"(
+//     the workers' start times: the later it is read, the less a batch starts late),
+//     acknowledgements that held their lease, the claim's token (0: none taken)}
+inline constexpr const char* claim_lua =
+    COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_ACK R"(
+local acked = ack(7)
 local visibility = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[4])
@@ -103,29 +143,30 @@ local max_payload = tonumber(ARGV[5])
 local max_bytes = tonumber(ARGV[6])
 local buried = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
-for _, id in ipairs(expired) do
+for _, m in ipairs(expired) do
+  local id = id_of(m)
   local tries = claims(id)
   if tries >= max_attempts then
-    bury(id, 'visibility expired on attempt ' .. tries .. ' of ' .. max_attempts, tries)
+    bury(id, 'visibility expired on attempt ' .. tries .. ' of ' .. max_attempts, tries, m)
     buried = buried + 1
   else
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('HDEL', KEYS[5], id)
+    redis.call('ZREM', KEYS[2], m)
     redis.call('HSET', KEYS[4], id, tries)
     redis.call('ZADD', KEYS[1], now, id)
   end
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'WITHSCORES', 'LIMIT', 0, limit)
 local more = #due == 2 * limit and 1 or 0
-local out, inflight, attempts, leases = {}, {}, {}, {}
+local out, inflight, attempts = {}, {}, {}
 local taken = 0
+local token, prefix = nil, nil
 if #due > 0 then
   local ids = {}
   for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
   local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
-  local tries = redis.call('HMGET', KEYS[4], unpack(ids))
+  -- No job has a count while no job was claimed twice (or died): nothing to read then.
+  local tries = redis.call('EXISTS', KEYS[4]) == 1 and redis.call('HMGET', KEYS[4], unpack(ids)) or {}
   local expiry = tostring(now + tonumber(ARGV[3]) + visibility)
-  local token, token_s = nil, nil
   local bytes = 0
   for k, id in ipairs(ids) do
     local payload = payloads[k] or ''
@@ -141,7 +182,7 @@ if #due > 0 then
       bytes = bytes + size
       if token == nil then
         token = redis.call('INCR', KEYS[8])
-        token_s = tostring(token)
+        prefix = string.format('%d:', token)  -- the decimal the workers send back
       end
       local attempt = 1
       if tries[k] then  -- claimed before: count it (a first claim writes nothing)
@@ -150,63 +191,43 @@ if #due > 0 then
         attempts[#attempts + 1] = attempt
       end
       inflight[#inflight + 1] = expiry
-      inflight[#inflight + 1] = id
-      leases[#leases + 1] = id
-      leases[#leases + 1] = token_s
+      inflight[#inflight + 1] = prefix .. id
       out[#out + 1] = id
       out[#out + 1] = payload
       out[#out + 1] = due[2 * k]
       out[#out + 1] = attempt
-      out[#out + 1] = token
     end
     taken = k
   end
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, taken - 1)
   if #inflight > 0 then
     bulk('ZADD', KEYS[2], inflight)
-    bulk('HSET', KEYS[5], leases)
     if #attempts > 0 then bulk('HSET', KEYS[4], attempts) end
   end
 end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local te = redis.call('TIME')  -- not frozen in a script: read last, it is the reply's own time
-return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2]}
+return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, token or 0}
 )";
 
-// True when ARGV[i] (an id) still holds the lease ARGV[i + 1] (a token).
-#define COGWHEEL_REDIS_LUA_HOLDS \
-  "local function holds(id, token) return redis.call('HGET', KEYS[5], id) == token end\n"
-
-// ARGV: id, token, id, token... -> how many still held their lease (and are done).
-inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK R"(
-local ids = {}
-for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
-local tokens = redis.call('HMGET', KEYS[5], unpack(ids))
-local done = {}
-for k, id in ipairs(ids) do
-  if tokens[k] == ARGV[2 * k] then done[#done + 1] = id end
-end
-if #done > 0 then
-  bulk('ZREM', KEYS[2], done)
-  bulk('HDEL', KEYS[3], done)
-  bulk('HDEL', KEYS[4], done)
-  bulk('HDEL', KEYS[5], done)
-end
-return #done
+// ARGV: id, token, id, token... -> how many still held their lease (and are done). A worker
+// with a claim coming soon sends them with the claim instead (claim_lua's ARGV[7..]).
+inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_ACK R"(
+return ack(1)
 )";
 
 // ARGV: id, token, retry_delay_ms, max_attempts, channel, reason.
 // -> 1 retried, 2 dead, 0 refused (the lease was lost).
 inline constexpr const char* fail_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
-if not holds(ARGV[1], ARGV[2]) then return 0 end
+local m = ARGV[2] .. ':' .. ARGV[1]
+if not holds(m) then return 0 end
 local tries = claims(ARGV[1])
 if tries >= tonumber(ARGV[4]) then
-  bury(ARGV[1], 'failed on attempt ' .. tries .. ': ' .. ARGV[6], tries)
+  bury(ARGV[1], 'failed on attempt ' .. tries .. ': ' .. ARGV[6], tries, m)
   return 2
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[5], ARGV[1])
+redis.call('ZREM', KEYS[2], m)
 redis.call('HSET', KEYS[4], ARGV[1], tries)
 local at = now + tonumber(ARGV[3])
 announce(at, ARGV[5])
@@ -216,9 +237,10 @@ return 1
 
 // ARGV: id, token, visibility_ms. -> {now, new expiry}, or 0 refused (the lease was lost).
 inline constexpr const char* extend_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
-if not holds(ARGV[1], ARGV[2]) then return 0 end
+local m = ARGV[2] .. ':' .. ARGV[1]
+if not holds(m) then return 0 end
 local until_ms = now + tonumber(ARGV[3])
-redis.call('ZADD', KEYS[2], 'XX', until_ms, ARGV[1])
+redis.call('ZADD', KEYS[2], 'XX', until_ms, m)
 return {now, until_ms}
 )";
 
@@ -229,10 +251,10 @@ inline constexpr const char* release_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_R
 local n = 0
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
-  if holds(id, ARGV[i + 1]) then
+  local m = ARGV[i + 1] .. ':' .. id
+  if holds(m) then
     redis.call('HSET', KEYS[4], id, claims(id) - 1)
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('HDEL', KEYS[5], id)
+    redis.call('ZREM', KEYS[2], m)
     redis.call('ZADD', KEYS[1], tonumber(ARGV[i + 2]), id)
     n = n + 1
   end
@@ -275,5 +297,6 @@ return 1
 #undef COGWHEEL_REDIS_LUA_PRELUDE
 #undef COGWHEEL_REDIS_LUA_HOLDS
 #undef COGWHEEL_REDIS_LUA_BULK
+#undef COGWHEEL_REDIS_LUA_ACK
 
 }  // namespace cogwheel::redis::detail

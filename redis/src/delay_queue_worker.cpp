@@ -166,35 +166,61 @@ task<void> delay_queue::work() {
   const std::uint64_t jumps = this_core_metrics().clock_jumps;
   auto error_backoff = std::chrono::milliseconds(10);
   const std::int64_t lookahead = o_.lookahead.count();
+  // Reused by every claim: the acknowledgements it carries and its arguments.
+  std::vector<std::pair<std::string, std::int64_t>> carried;
+  std::vector<command_arg> args;
   while (!stopping_) {
     std::int64_t wait_ms = o_.max_wait.count();
     std::int64_t now_ms = 0;
     if (running_ + held_ < o_.concurrency) {
       const unsigned limit = o_.concurrency - running_ - held_;
-      const command_arg args[] = {o_.visibility.count(), limit, lookahead, o_.max_attempts,
-                                  qopts_.max_payload_bytes, o_.max_claim_bytes};
+      // The acknowledgements gathered so far go with the claim (up to a batch); a failed
+      // claim leaves them in flight, like a failed acknowledgement: they run again.
+      const std::size_t n = std::min(acks_.size(), max_ack_batch);
+      carried.assign(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + static_cast<std::ptrdiff_t>(n)));
+      acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
+      args.clear();
+      args.emplace_back(o_.visibility.count());
+      args.emplace_back(limit);
+      args.emplace_back(lookahead);
+      args.emplace_back(o_.max_attempts);
+      args.emplace_back(qopts_.max_payload_bytes);
+      args.emplace_back(o_.max_claim_bytes);
+      for (const auto& [id, token] : carried) {
+        args.emplace_back(id);
+        args.emplace_back(token);
+      }
+      if (!carried.empty()) ++claims_carrying_acks_;
       const clock::time_point sent = now();
+      next_claim_ = sent;  // on its way: acknowledgements done meanwhile wait for the one after
       hint_ms_ = INT64_MAX;
       auto r = co_await call(claim_, args);
       const clock::time_point replied = now();
       ++stats_.claims;
       ++metrics_.claims;
-      if (!r || !r->is_array() || r->size() != 8 || !(*r)[1].is_array()) {
+      if (!r || !r->is_array() || r->size() != 10 || !(*r)[1].is_array()) {
         wait_ms = error_backoff.count();
         error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
       } else {
         error_backoff = std::chrono::milliseconds(10);
+        if (!carried.empty()) {
+          const auto acked = static_cast<std::uint64_t>(int_of((*r)[8]));
+          ++stats_.ack_batches;
+          stats_.acked += acked;
+          count_lost_leases(carried.size() - acked);
+        }
         now_ms = int_of((*r)[0]);
         const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
         count_dead(static_cast<std::uint64_t>(int_of((*r)[5])));
         const auto f = (*r)[1].elements();
-        for (std::size_t i = 0; i + 4 < f.size(); i += 5) {
+        const std::int64_t token = int_of((*r)[9]);  // one per claim, shared by its jobs
+        for (std::size_t i = 0; i + 3 < f.size(); i += 4) {
           job j;
           j.id = f[i].str();
           j.payload = f[i + 1].str();
           j.due_ms = int_of(f[i + 2]);
           j.attempt = int_of(f[i + 3]);
-          j.token = int_of(f[i + 4]);
+          j.token = token;
           // Due `ahead` after the server's TIME, which was read before `replied`: starting
           // `ahead` after `replied` is never early. The lease was stamped after `sent`.
           const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
@@ -227,7 +253,9 @@ task<void> delay_queue::work() {
     {
       sleep_operation idle = sleep_for(std::chrono::milliseconds(wait_ms));
       // Waiting for a free slot, an earlier job changes nothing.
-      sleeping_until_ms_ = running_ + held_ < o_.concurrency ? now_ms + wait_ms : INT64_MIN;
+      const bool claims_next = running_ + held_ < o_.concurrency;
+      sleeping_until_ms_ = claims_next ? now_ms + wait_ms : INT64_MIN;
+      next_claim_ = claims_next ? idle.deadline() : clock::time_point::max();
       detail::parked p(idle_, idle);
       co_await idle;
     }
@@ -237,6 +265,7 @@ task<void> delay_queue::work() {
       detail::wake(run_idle_);
     }
   }
+  next_claim_ = clock::time_point::max();
   // The drain. Held jobs are handed back (their sleeps end now); running ones get the grace.
   for (held* h = held_list_; h != nullptr; h = h->next) detail::wake(h->wait);
   detail::wake(ack_idle_);
@@ -333,10 +362,27 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
 task<void> delay_queue::flush_acks() {
   std::vector<std::pair<std::string, std::int64_t>> batch;
   std::vector<command_arg> args;
-  if (o_.ack_delay.count() > 0 && !stopping_) {  // gather the jobs done meanwhile
-    sleep_operation gather = sleep_for(o_.ack_delay);
-    detail::parked p(ack_idle_, gather);
-    co_await gather;
+  for (;;) {
+    if (o_.ack_delay.count() > 0 && !stopping_) {  // gather the jobs done meanwhile
+      sleep_operation gather = sleep_for(o_.ack_delay);
+      detail::parked p(ack_idle_, gather);
+      co_await gather;
+    }
+    // The worker claims within another ack_delay: the acknowledgements go with that claim
+    // (work() takes them when it sends it), one request instead of two. A stop or a full
+    // batch wakes this wait and sends them now; a claim that will not come (no free slot)
+    // does not hold them (next_claim_ is then time_point::max()). While a claim is on its way
+    // (next_claim_ is when it was sent) this looks again every ms until the worker knows
+    // when it claims next.
+    const std::uint64_t carried_before = claims_carrying_acks_;
+    while (!acks_.empty() && !stopping_ && o_.ack_delay.count() > 0 && acks_.size() < max_ack_batch &&
+           next_claim_ <= now() + o_.ack_delay) {
+      sleep_operation ride(std::max(next_claim_, now()) + std::chrono::milliseconds(1));  // just after work()'s wake-up
+      detail::parked p(ack_idle_, ride);
+      co_await ride;
+    }
+    // A claim took them; those done since are young: gather them afresh for the next one.
+    if (claims_carrying_acks_ == carried_before || acks_.empty() || stopping_ || acks_.size() >= max_ack_batch) break;
   }
   while (!acks_.empty()) {
     const std::size_t n = std::min(acks_.size(), max_ack_batch);

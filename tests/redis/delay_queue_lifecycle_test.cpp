@@ -116,7 +116,7 @@ TEST_F(redis_delay_queue_life, max_attempts_holds_when_leases_expire) {
     int ran = 0;
     auto handler = [&](const job& j) -> task<result<void>> {
       ++ran;
-      (void)co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+      (void)co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
       co_await sleep_for(1h);
       co_return result<void>();
     };
@@ -199,6 +199,50 @@ TEST_F(redis_delay_queue_life, prefetched_jobs_start_at_their_due_time_never_ear
     EXPECT_LT(q.stats().ack_batches, static_cast<std::uint64_t>(n));
     EXPECT_EQ(q.stats().fired, static_cast<std::uint64_t>(n));
     EXPECT_EQ(q.stats().lateness.count, static_cast<std::uint64_t>(n));
+  }());
+}
+
+// EVALSHA calls counted by the server since CONFIG RESETSTAT.
+task<std::uint64_t> evalsha_calls(redis::client& c) {
+  auto info = co_await c.command("INFO", "commandstats");
+  if (!info) co_return 0;
+  const std::string_view s = info->str();
+  const auto at = s.find("cmdstat_evalsha:calls=");
+  if (at == std::string_view::npos) co_return 0;
+  co_return std::stoull(std::string(s.substr(at + 22, 20)));
+}
+
+// With a lookahead, the worker claims again within ack_delay of gathering a batch: the
+// acknowledgements go with that claim, and the server runs one script per claim, not one per
+// claim plus one per batch (before: about twice as many scripts as claims).
+TEST_F(redis_delay_queue_life, acknowledgements_ride_on_the_next_claim) {
+  const int n = 200;
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    const auto start = wall_clock::now() + 200ms;
+    for (int i = 0; i < n; ++i)
+      EXPECT_TRUE(*co_await q.schedule("r" + std::to_string(i), "", start + std::chrono::milliseconds(i * 5)));
+    CO_ASSERT_OK(co_await c->command("CONFIG", "RESETSTAT"));
+    auto handler = [&](const job&) -> task<result<void>> { co_return result<void>(); };
+    auto w = worker();
+    w.lookahead = 200ms;
+    w.ack_delay = 100ms;  // >= the claims' interval (lookahead / 2 + a jitter of up to lookahead / 4) - ack_delay
+    w.concurrency = 1000;
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 500 && q.stats().acked < static_cast<std::uint64_t>(n); ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    co_await when_all(q.run(handler, w), scenario());
+    EXPECT_EQ(q.stats().acked, static_cast<std::uint64_t>(n));
+    EXPECT_EQ(q.stats().lost_leases, 0u);
+    const std::uint64_t scripts = co_await evalsha_calls(*c);
+    // Every claim is one script; at most the last batch (flushed at the stop) goes alone.
+    EXPECT_LE(scripts, q.stats().claims + 1) << "claims " << q.stats().claims << ", ack batches " << q.stats().ack_batches;
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->due + d->in_flight + d->dead, 0);
   }());
 }
 

@@ -7,6 +7,7 @@
 #include <cogwheel/cogwheel.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,7 @@ TEST_F(redis_delay_queue_safety, a_report_from_a_lost_lease_is_refused_and_the_n
     auto handler = [&](const job& j) -> task<result<void>> {
       tokens.push_back(j.token);
       if (tokens.size() == 1) {
-        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
         EXPECT_TRUE(expired.has_value());
         while (tokens.size() < 2) co_await sleep_for(5ms);  // a claim took it again
         auto e = co_await q.extend(j, 10s);
@@ -75,7 +76,7 @@ TEST_F(redis_delay_queue_safety, a_failure_from_a_lost_lease_does_not_retry_the_
     auto handler = [&](const job& j) -> task<result<void>> {
       const int mine = ++runs;
       if (mine == 1) {
-        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, j.id);
+        auto expired = co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
         EXPECT_TRUE(expired.has_value());
         while (runs < 2) co_await sleep_for(5ms);
         co_return make_error_code(errc::io_error);  // refused: not retried
@@ -97,6 +98,51 @@ TEST_F(redis_delay_queue_safety, a_failure_from_a_lost_lease_does_not_retry_the_
     EXPECT_EQ(q.stats().lost_leases, 1u);
     EXPECT_EQ(q.stats().retries, 0u);
     EXPECT_EQ(q.stats().acked, 1u);
+  }());
+}
+
+// Cancelling a running job removes its in-flight entry (found by its id alone, the token being
+// in the entry): the worker's acknowledgement, riding on a claim, is refused, and the same id
+// scheduled again meanwhile keeps its payload and runs.
+TEST_F(redis_delay_queue_safety, a_running_job_cancelled_loses_its_lease_and_its_id_can_be_scheduled_again) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    std::vector<std::string> payloads;
+    std::optional<std::int64_t> in_flight_after_cancel;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      payloads.push_back(j.payload);
+      if (payloads.size() == 1) {
+        auto cancelled = co_await q.cancel("c");
+        EXPECT_TRUE(cancelled && *cancelled);
+        auto d = co_await q.depth();
+        if (d) in_flight_after_cancel = d->in_flight;
+        auto again = co_await q.schedule_after("c", "second", 0ms);
+        EXPECT_TRUE(again && *again);
+      }
+      co_return result<void>();
+    };
+    auto scenario = [&]() -> task<void> {
+      EXPECT_TRUE(*co_await q.schedule("c", "first", wall_clock::now()));
+      for (int i = 0; i < 500 && q.stats().acked + q.stats().lost_leases < 2; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    auto w = worker();
+    w.concurrency = 4;
+    w.lookahead = 100ms;
+    w.ack_delay = 50ms;
+    co_await when_all(q.run(handler, w), scenario());
+    EXPECT_EQ(payloads, (std::vector<std::string>{"first", "second"}));
+    EXPECT_EQ(in_flight_after_cancel, std::optional<std::int64_t>(0));
+    EXPECT_EQ(q.stats().lost_leases, 1u);  // the cancelled run's acknowledgement
+    EXPECT_EQ(q.stats().acked, 1u);
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->due + d->in_flight + d->dead, 0);
+    auto left = co_await c->command("HLEN", "{jobs}:payload");
+    CO_ASSERT_OK(left);
+    EXPECT_EQ(left->integer(), 0);
   }());
 }
 

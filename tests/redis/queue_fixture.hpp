@@ -6,12 +6,16 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include <gtest/gtest.h>
 
 #include "redis_server.hpp"
 
 namespace cogwheel::redis_test {
+
+// A claimed job's member in {name}:inflight, its fencing record: "<token>:<id>".
+inline std::string inflight_member(const redis::job& j) { return std::to_string(j.token) + ":" + j.id; }
 
 class queue_test : public ::testing::Test {
  protected:

@@ -4,10 +4,10 @@
 ///
 /// Keys (the {name} hash tag keeps them in one Cluster slot):
 ///   {name}:due       ZSET id -> due time (ms since the epoch, Redis's clock)
-///   {name}:inflight  ZSET id -> lease expiry of a claimed job
+///   {name}:inflight  ZSET "<token>:<id>" -> lease expiry of a claimed job: the entry is the
+///                    fencing record of its claim (token: see below)
 ///   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far (no entry:
 ///                    none, or this one for a job in flight)
-///   {name}:lease     HASH id -> the fencing token of its current claim
 ///   {name}:token     the counter tokens come from (INCR)
 ///   {name}:dead      ZSET id -> time it was given up;  {name}:reason  HASH id -> why
 ///   channel {name}:wake   published with the due time when a job becomes the earliest
@@ -110,6 +110,8 @@ struct worker_options {
   std::chrono::milliseconds lookahead{0};
   /// Acknowledgements wait this long to go as one batch (a full batch of 512 goes at once):
   /// one script per batch instead of one per job, for jobs held this much longer in flight.
+  /// When the worker claims again within another ack_delay, they wait for that claim and go
+  /// with it (one request instead of two): an acknowledgement waits at most 2 x ack_delay.
   std::chrono::milliseconds ack_delay{0};
   /// Bound of the payload bytes one claim takes (the first job always goes).
   std::size_t max_claim_bytes = 4u << 20;
@@ -136,7 +138,7 @@ struct worker_stats {
   std::uint64_t jobs = 0;          ///< jobs claimed
   std::uint64_t fired = 0;         ///< handlers started
   std::uint64_t acked = 0;         ///< jobs acknowledged (their handler succeeded)
-  std::uint64_t ack_batches = 0;   ///< acknowledgement scripts run
+  std::uint64_t ack_batches = 0;   ///< batches of acknowledgements sent (alone, or with a claim)
   std::uint64_t failed = 0;        ///< handler errors, exceptions and timeouts
   std::uint64_t retries = 0;       ///< failures the server scheduled again
   std::uint64_t lost_leases = 0;   ///< acks, failures or extensions refused: another claim holds the job
@@ -249,6 +251,11 @@ class delay_queue {
   std::vector<std::pair<std::string, std::int64_t>> acks_;
   bool acking_ = false;
   std::int64_t sleeping_until_ms_ = 0;  // Redis time the worker sleeps until
+  // Local time of work()'s next claim, which carries the acknowledgements gathered by then
+  // (while a claim is on its way: when it was sent); time_point::max() while work() waits for
+  // a free slot or drains.
+  clock::time_point next_claim_ = clock::time_point::max();
+  std::uint64_t claims_carrying_acks_ = 0;  // claims sent with acknowledgements
   std::int64_t hint_ms_ = INT64_MAX;    // earliest due time announced since the last claim
   std::int64_t jitter_ms_ = 0;          // this worker's offset of its lookahead wake-ups
   // The worker's metrics: written by this core, read by snapshots on any thread. Declared
