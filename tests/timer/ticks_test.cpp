@@ -54,6 +54,11 @@ std::vector<std::uint64_t> edge_numerators(std::uint64_t d) {
   if (d < u64_max) ns.insert(ns.end(), {d + 1, 2 * d - 1});
   if (d <= u64_max / 2) ns.push_back(2 * d);
   if (top >= d) ns.push_back(top - d + 1);
+  // Around 2^63, where the divider switches from its one-multiply path to the reciprocal's.
+  constexpr std::uint64_t half = std::uint64_t{1} << 63;
+  const std::uint64_t below = (half - 1) / d * d;  // the largest multiple of d below 2^63
+  ns.insert(ns.end(), {half - 2, half - 1, half, half + 1, below, below + 1});
+  if (below >= 1) ns.push_back(below - 1);
   return ns;
 }
 

@@ -18,12 +18,20 @@ using clock = std::chrono::steady_clock;
 using tick_t = std::uint64_t;
 
 /// Exact unsigned division by a divisor fixed at construction, without a DIV instruction on the
-/// hot path: an estimate from a 64-bit reciprocal is at most one short, and one compare fixes it.
+/// hot path. Numerators below 2^63 (every positive time_since_epoch() count, so every deadline
+/// and every current time) take one multiply and one shift: with l = ceil(log2 d) and
+/// m = ceil(2^(63+l) / d), m * d exceeds 2^(63+l) by less than d <= 2^l, so
+/// floor(n * m / 2^(63+l)) == floor(n / d) for every n < 2^63 (Granlund and Montgomery, 1994),
+/// and m < 2^64. Larger numerators take an estimate from a 64-bit reciprocal, at most one short,
+/// and one compare.
 class tick_divider {
  public:
   /// Divides by `divisor`. Precondition: divisor > 0.
   constexpr explicit tick_divider(std::uint64_t divisor) noexcept
-      : divisor_(divisor), reciprocal_(divisor == 1 ? 0 : ~std::uint64_t{0} / divisor) {}
+      : divisor_(divisor),
+        reciprocal_(divisor == 1 ? 0 : ~std::uint64_t{0} / divisor),
+        shift_(divisor == 1 ? 0 : ceil_log2(divisor) - 1),
+        magic_(divisor == 1 ? 0 : magic_for(divisor, ceil_log2(divisor))) {}
 
   /// The divisor given at construction.
   constexpr std::uint64_t divisor() const noexcept { return divisor_; }
@@ -31,6 +39,8 @@ class tick_divider {
   /// floor(n / divisor) for every n.
   constexpr std::uint64_t floor_div(std::uint64_t n) const noexcept {
     if (divisor_ == 1) return n;
+    if (n < top_bit) [[likely]]
+      return static_cast<std::uint64_t>((static_cast<unsigned __int128>(n) * magic_) >> 64) >> shift_;
     // reciprocal_ = floor((2^64 - 1) / d) >= 2^64 / d - 1, so the estimate q is >= n / d - 1
     // (n < 2^64) and never above n / d: q is the true quotient or one short of it.
     auto q = static_cast<std::uint64_t>((static_cast<unsigned __int128>(n) * reciprocal_) >> 64);
@@ -40,13 +50,33 @@ class tick_divider {
 
   /// ceil(n / divisor) for every n.
   constexpr std::uint64_t ceil_div(std::uint64_t n) const noexcept {
+    // ceil(n / d) == floor((n - 1) / d) + 1 for n >= 1: one division, no remainder check.
+    if (n - 1 < top_bit) [[likely]]
+      return floor_div(n - 1) + 1;
+    if (n == 0) return 0;
     const std::uint64_t q = floor_div(n);
     return q + (q * divisor_ != n ? 1 : 0);
   }
 
  private:
+  static constexpr std::uint64_t top_bit = std::uint64_t{1} << 63;
+
+  // ceil(log2 d) for d >= 2: 1..64.
+  static constexpr unsigned ceil_log2(std::uint64_t d) noexcept {
+    unsigned l = 0;
+    while (l < 64 && (std::uint64_t{1} << l) < d) ++l;
+    return l;
+  }
+  // ceil(2^(63+l) / d) for d >= 2 and l = ceil_log2(d): below 2^64 (see the class comment).
+  static constexpr std::uint64_t magic_for(std::uint64_t d, unsigned l) noexcept {
+    const unsigned __int128 p = static_cast<unsigned __int128>(1) << (63 + l);
+    return static_cast<std::uint64_t>((p + d - 1) / d);
+  }
+
   std::uint64_t divisor_;
   std::uint64_t reciprocal_;
+  unsigned shift_;       // l - 1: the product's high word is shifted by 64 + l - 1 in all
+  std::uint64_t magic_;  // m
 };
 
 /// The tick of one timer queue: maps time points to ticks counted from steady_clock's epoch.

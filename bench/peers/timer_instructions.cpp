@@ -1,0 +1,142 @@
+// timer_instructions: one timer workload run once, with no timing, so that callgrind can count
+// the instructions a queue spends per operation (timer_instructions.sh drives it). This machine
+// is a VM without hardware counters and is shared: instruction counts are the one measure of a
+// small change that does not move with the load. The workloads are timer_bench's:
+//   churn            cancel a random one of N pending timers and schedule it 1..60,000 ms ahead
+//   schedule_cancel  schedule a spare timer among N pending ones and cancel it at once
+//   expire           schedule N timers 1..60,000 ms ahead and advance 1 ms at a time until all
+//                    fired (OPS is the number of such rounds)
+// Queues: cogwheel's timer_wheel, and ratas when built with it (COGWHEEL_PEER_RATAS).
+// Usage: timer_instructions QUEUE WORKLOAD N OPS. The measured loop is measured_<workload>.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <cogwheel/timer/wheel.hpp>
+#ifdef COGWHEEL_PEER_RATAS
+#include "ratas_timers.hpp"
+#endif
+
+namespace {
+
+using namespace std::chrono_literals;
+using milliseconds = std::chrono::milliseconds;
+
+std::uint64_t xorshift(std::uint64_t& x) {
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return x;
+}
+
+// cogwheel's wheel behind the interface of bench/peers' adapters (index-addressed timers).
+class cogwheel_timers {
+ public:
+  explicit cogwheel_timers(std::size_t n)
+      : queue_(1ms, cogwheel::timer::clock::time_point(milliseconds(1'000'000'000))),
+        nodes_(new cogwheel::timer::timer_node[n + 1]), spare_(n) {
+    for (std::size_t i = 0; i <= n; ++i)
+      nodes_[i].set_on_expire([](cogwheel::timer::timer_node&) noexcept {});
+  }
+  void schedule(std::size_t i, milliseconds delay) { queue_.schedule(nodes_[i], now_ + delay); }
+  void cancel(std::size_t i) { queue_.cancel(nodes_[i]); }
+  void schedule_spare(milliseconds delay) { schedule(spare_, delay); }
+  void cancel_spare() { cancel(spare_); }
+  bool empty() const noexcept { return queue_.empty(); }
+  void tick() {
+    now_ += 1ms;
+    queue_.advance(now_);
+  }
+  ~cogwheel_timers() {
+    for (std::size_t i = 0; i <= spare_; ++i) queue_.cancel(nodes_[i]);
+  }
+
+ private:
+  cogwheel::timer::timer_wheel queue_;
+  std::unique_ptr<cogwheel::timer::timer_node[]> nodes_;
+  std::size_t spare_;
+  cogwheel::timer::clock::time_point now_ = queue_.now();
+};
+
+#ifdef COGWHEEL_PEER_RATAS
+struct ratas_queue : peers::ratas_timers {
+  explicit ratas_queue(std::size_t n) : ratas_timers(n) {}
+  void tick() { advance(now() + 1); }
+};
+#endif
+
+struct inputs {
+  std::vector<std::uint32_t> pick;
+  std::vector<milliseconds> delay;
+};
+
+template <class Q>
+[[gnu::noinline]] void measured_churn(Q& q, const inputs& in) {
+  for (std::size_t j = 0; j < in.pick.size(); ++j) {
+    q.cancel(in.pick[j]);
+    q.schedule(in.pick[j], in.delay[j]);
+  }
+}
+
+template <class Q>
+[[gnu::noinline]] void measured_schedule_cancel(Q& q, const inputs& in) {
+  for (const milliseconds d : in.delay) {
+    q.schedule_spare(d);
+    q.cancel_spare();
+  }
+}
+
+template <class Q>
+[[gnu::noinline]] void measured_expire(Q& q, const inputs& in, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) q.schedule(i, in.delay[i]);
+  while (!q.empty()) q.tick();
+}
+
+template <class Q>
+int run(const char* workload, std::size_t n, std::size_t ops) {
+  Q q(n);
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  inputs in;
+  const std::size_t draws = std::strcmp(workload, "expire") == 0 ? n : ops;
+  for (std::size_t j = 0; j < draws; ++j) {
+    in.pick.push_back(static_cast<std::uint32_t>(xorshift(x) % n));
+    in.delay.push_back(milliseconds(1 + xorshift(x) % 60'000));
+  }
+  if (std::strcmp(workload, "expire") == 0) {
+    for (std::size_t r = 0; r < ops; ++r) measured_expire(q, in, n);
+    return 0;
+  }
+  for (std::size_t i = 0; i < n; ++i) q.schedule(i, milliseconds(1 + xorshift(x) % 60'000));
+  if (std::strcmp(workload, "churn") == 0) {
+    measured_churn(q, in);
+  } else if (std::strcmp(workload, "schedule_cancel") == 0) {
+    measured_schedule_cancel(q, in);
+  } else {
+    std::fprintf(stderr, "unknown workload %s\n", workload);
+    return 2;
+  }
+  for (std::size_t i = 0; i < n; ++i) q.cancel(i);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s wheel|ratas churn|schedule_cancel|expire N OPS\n", argv[0]);
+    return 2;
+  }
+  const std::size_t n = std::strtoull(argv[3], nullptr, 0);
+  const std::size_t ops = std::strtoull(argv[4], nullptr, 0);
+  if (n == 0 || ops == 0) return 2;
+  if (std::strcmp(argv[1], "wheel") == 0) return run<cogwheel_timers>(argv[2], n, ops);
+#ifdef COGWHEEL_PEER_RATAS
+  if (std::strcmp(argv[1], "ratas") == 0) return run<ratas_queue>(argv[2], n, ops);
+#endif
+  std::fprintf(stderr, "queue %s not built\n", argv[1]);
+  return 3;
+}
