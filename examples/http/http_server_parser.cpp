@@ -69,7 +69,7 @@ bool request_parser::feed_simple(std::string_view data, step& out) noexcept {
     out = {event::message_done, 1};
     return true;
   }
-  if (in_message_) return false;
+  if (in_message_ || !limits_.simple_heads) return false;
   const simple_request_head h = simple_head(data, std::min(limits_.max_header_bytes, simple_head_max_bytes));
   if (h.length == 0) return false;
   begin_message();

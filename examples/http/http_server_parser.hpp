@@ -30,6 +30,9 @@ namespace http_example {
 struct parser_limits {
   std::size_t max_header_bytes = 8 * 1024;
   std::size_t max_body_bytes = 1024 * 1024;
+  // Whether a simple head may skip http_parser (http_server_simple_head.hpp). Always on in the
+  // server; tests/http/simple_head_test turns it off to compare the two paths byte for byte.
+  bool simple_heads = true;
 };
 
 class request_parser {
