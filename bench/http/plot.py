@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Draws docs/http.png from bench/http/run.py's JSON: requests/s and server CPU per request for
-cogwheel and nginx (medians, min..max as error bars), and RSS per idle keep-alive connection.
+cogwheel, nginx and the bare io_uring floor when measured (medians, min..max as error bars), and RSS per idle keep-alive connection.
 
 Usage: python3 bench/http/plot.py docs/results/http.json docs/http.png   (python3-matplotlib)
 """
@@ -13,17 +13,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"cogwheel": "#1f77b4", "nginx": "#2ca02c"}
+COLORS = {"cogwheel": "#1f77b4", "nginx": "#2ca02c", "floor": "#7f7f7f"}
 
 
 def bars(ax, rows, key, ylabel, title):
     labels = [f"{r['body']} B\n-c{r['conns']}" for r in rows]
-    width = 0.38
-    for i, name in enumerate(("cogwheel", "nginx")):
+    names = [n for n in ("cogwheel", "nginx", "floor") if f"{n}_{key}" in rows[0]]
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
         values = [r[f"{name}_{key}"] for r in rows]
         mid = [statistics.median(v) for v in values]
         err = [[m - min(v) for m, v in zip(mid, values)], [max(v) - m for m, v in zip(mid, values)]]
-        xs = [x + (i - 0.5) * width for x in range(len(rows))]
+        xs = [x + (i - (len(names) - 1) / 2) * width for x in range(len(rows))]
         ax.bar(xs, mid, width, yerr=err, capsize=3, label=name, color=COLORS[name])
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(labels)

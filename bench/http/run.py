@@ -5,13 +5,16 @@ Servers on CPU 0 (taskset), clients on CPU 1. Runs are interleaved (the order of
 alternates from one repetition to the next); the tables give medians with min..max.
 
   throughput: wrk -t1 -c{50,500} keep-alive, 13 B and 4 KiB bodies: requests/s and the server's
-              CPU time per request (utime+stime of its processes over the run, /proc/<pid>/stat).
+              CPU time per request (utime+stime of its processes over the run, /proc/<pid>/stat);
+              with --bare-binary also the floor (bench/http/bare_uring_responder: the same bytes
+              from plain liburing, no parser), measured the same way in the same run.
   slowloris / slowbody / slowread: slowhttptest -H / -B / -X against a 5 s timeout while wrk
               runs at -c50: wrk's drop, kicks and their lateness, descriptors and RSS before,
               at the peak and after.
   idle:       RSS per idle keep-alive connection at ~19,000 connections (idle_clients.py).
 
 Usage: python3 bench/http/run.py --binary=build/bench-http/examples/http/http_server
+           [--bare-binary=build/bench-http/bench/http/bare_uring_responder]
            [--duration=10] [--reps=3] [--only=throughput,slowloris,slowbody,slowread,idle]
            [--out=docs/results/http.json]
 bench/http/run.sh builds the server and calls this.
@@ -77,6 +80,9 @@ def fmt(values, digits=0):
 
 def throughput(args, results):
     kinds = [servers.cogwheel_server, servers.nginx_server]
+    if servers.bare_server.binary:
+        kinds.append(servers.bare_server)
+    floor = servers.bare_server.binary is not None
     rows = {}
     for rep in range(args.reps):
         for body in (13, 4096):
@@ -96,23 +102,43 @@ def throughput(args, results):
             n = rows[("nginx", body, conns)]
             crps, ncpu = [x["rps"] for x in c], [x["cpu_us_per_request"] for x in n]
             ccpu, nrps = [x["cpu_us_per_request"] for x in c], [x["rps"] for x in n]
-            table.append({"body": body, "conns": conns, "cogwheel_rps": crps, "nginx_rps": nrps,
-                          "cogwheel_cpu_us": ccpu, "nginx_cpu_us": ncpu,
-                          "rps_ratio": statistics.median(crps) / statistics.median(nrps),
-                          "cpu_ratio": statistics.median(ccpu) / statistics.median(ncpu)})
+            row = {"body": body, "conns": conns, "cogwheel_rps": crps, "nginx_rps": nrps,
+                   "cogwheel_cpu_us": ccpu, "nginx_cpu_us": ncpu,
+                   "rps_ratio": statistics.median(crps) / statistics.median(nrps),
+                   "cpu_ratio": statistics.median(ccpu) / statistics.median(ncpu)}
+            if floor:
+                f = rows[("floor", body, conns)]
+                row["floor_rps"] = [x["rps"] for x in f]
+                row["floor_cpu_us"] = [x["cpu_us_per_request"] for x in f]
+                row["floor_cpu_ratio"] = statistics.median(ccpu) / statistics.median(row["floor_cpu_us"])
+            table.append(row)
     results["throughput"] = {"duration_s": args.duration, "reps": args.reps, "rows": table,
                              "raw": {f"{k[0]}/{k[1]}/{k[2]}": v for k, v in rows.items()}}
-    print("\n| body | wrk -c | cogwheel req/s | nginx req/s | cogwheel us CPU/req | nginx us CPU/req | "
-          "CPU cogwheel/nginx |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    head = "| body | wrk -c | cogwheel req/s | nginx req/s |"
+    rule = "|---:|---:|---:|---:|"
+    if floor:
+        head += " floor req/s |"
+        rule += "---:|"
+    head += " cogwheel us CPU/req | nginx us CPU/req |"
+    rule += "---:|---:|"
+    if floor:
+        head += " floor us CPU/req | CPU cogwheel/floor |"
+        rule += "---:|---:|"
+    print("\n" + head + " CPU cogwheel/nginx |")
+    print(rule + "---:|")
     for r in table:
-        print(f"| {r['body']} B | {r['conns']} | {fmt(r['cogwheel_rps'])} | {fmt(r['nginx_rps'])} | "
-              f"{fmt(r['cogwheel_cpu_us'], 2)} | {fmt(r['nginx_cpu_us'], 2)} | {r['cpu_ratio']:.2f}x |")
-
+        line = f"| {r['body']} B | {r['conns']} | {fmt(r['cogwheel_rps'])} | {fmt(r['nginx_rps'])} |"
+        if floor:
+            line += f" {fmt(r['floor_rps'])} |"
+        line += f" {fmt(r['cogwheel_cpu_us'], 2)} | {fmt(r['nginx_cpu_us'], 2)} |"
+        if floor:
+            line += f" {fmt(r['floor_cpu_us'], 2)} | {r['floor_cpu_ratio']:.2f}x |"
+        print(line + f" {r['cpu_ratio']:.2f}x |")
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
+    ap.add_argument("--bare-binary", default="", help="bench/http/bare_uring_responder: the floor in the throughput part")
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="throughput,slowloris,slowbody,slowread,idle")
@@ -125,6 +151,8 @@ def main():
     ap.add_argument("--idle-connections", type=int, default=19000)
     args = ap.parse_args()
     servers.cogwheel_server.binary = os.path.abspath(args.binary)
+    if args.bare_binary:
+        servers.bare_server.binary = os.path.abspath(args.bare_binary)
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
     results = {}

@@ -1,4 +1,4 @@
-"""The two HTTP servers of bench/http/run.py and what is read from /proc about them.
+"""The HTTP servers of bench/http/run.py (cogwheel, nginx, and the bare io_uring floor) and what is read from /proc about them.
 
 Each server is started on a free port with its own temporary directory, pinned to CPU 0, and
 stopped (SIGTERM, then SIGKILL) when the context ends, also on failure.
@@ -142,6 +142,16 @@ class cogwheel_server(server):
                         k, v = word.split("=", 1)
                         out[k] = float(v)
         return out
+
+
+class bare_server(server):
+    """bench/http/bare_uring_responder: the floor, the same response bytes with no runtime and no
+    parser (GET / only; the throughput part alone uses it)."""
+    name = "floor"
+    binary = None  # set by run.py
+
+    def command(self):
+        return ["taskset", "-c", "0", self.binary, f"--port={self.port}", f"--body-bytes={self.body_bytes}"]
 
 
 class nginx_server(server):

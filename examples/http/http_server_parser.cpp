@@ -1,7 +1,10 @@
 #include "http_server_parser.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
+
+#include "http_server_simple_head.hpp"
 
 namespace http_example {
 
@@ -55,7 +58,34 @@ request_parser::request_parser(parser_limits limits) noexcept : limits_(limits) 
   parser_.data = this;
 }
 
+// Heads longer than this go to http_parser, whatever the limit: it stops at 80 KiB itself.
+constexpr std::size_t simple_head_max_bytes = 16 * 1024;
+
+bool request_parser::feed_simple(std::string_view data, step& out) noexcept {
+  if (simple_end_) {  // the LF after a simple head: the message (without a body) ends
+    assert(!data.empty() && data[0] == '\n');
+    simple_end_ = false;
+    in_message_ = false;
+    out = {event::message_done, 1};
+    return true;
+  }
+  if (in_message_ || !limits_.simple_heads) return false;
+  const simple_request_head h = simple_head(data, std::min(limits_.max_header_bytes, simple_head_max_bytes));
+  if (h.length == 0) return false;
+  begin_message();
+  path_.assign(h.target);
+  strip_absolute_form(path_);
+  method_ = h.method;
+  http_1_0_ = false;
+  keep_alive_ = true;
+  head_done_ = true;
+  simple_end_ = true;
+  out = {event::head_done, h.length - 1};
+  return true;
+}
+
 request_parser::step request_parser::feed(std::string_view data) noexcept {
+  if (step s{}; feed_simple(data, s)) return s;
   std::size_t used = 0;
   for (;;) {
     http_parser_pause(&parser_, 0);
@@ -99,26 +129,29 @@ request_parser::step request_parser::feed(std::string_view data) noexcept {
 }
 
 int request_parser::on_message_begin(http_parser* p) noexcept {
-  request_parser& r = self(p);
-  r.in_message_ = true;
-  r.head_done_ = false;
-  r.head_bytes_ = 0;
-  r.body_bytes_ = 0;
-  r.path_.clear();
-  r.body_.clear();
-  r.field_.clear();
-  r.value_.clear();
-  r.field_done_ = false;
-  r.watching_ = watched::none;
-  r.expect_continue_ = false;
-  r.has_body_ = false;
-  r.keep_body_ = false;
-  r.bad_transfer_encoding_ = false;
-  r.in_query_ = false;
-  r.trailer_bytes_ = 0;
-  r.trailers_begin_ = false;
-  r.in_trailers_ = false;
+  self(p).begin_message();
   return 0;
+}
+
+void request_parser::begin_message() noexcept {
+  in_message_ = true;
+  head_done_ = false;
+  head_bytes_ = 0;
+  body_bytes_ = 0;
+  path_.clear();
+  body_.clear();
+  field_.clear();
+  value_.clear();
+  field_done_ = false;
+  watching_ = watched::none;
+  expect_continue_ = false;
+  has_body_ = false;
+  keep_body_ = false;
+  bad_transfer_encoding_ = false;
+  in_query_ = false;
+  trailer_bytes_ = 0;
+  trailers_begin_ = false;
+  in_trailers_ = false;
 }
 
 int request_parser::on_url(http_parser* p, const char* at, std::size_t n) noexcept {
@@ -169,6 +202,8 @@ int request_parser::on_headers_complete(http_parser* p) noexcept {
   if (r.field_done_) on_header_field(p, nullptr, 0);  // closes the last header's value
   r.head_done_ = true;
   strip_absolute_form(r.path_);
+  r.method_ = static_cast<http_method>(p->method);
+  r.http_1_0_ = p->http_major == 1 && p->http_minor == 0;
   r.keep_alive_ = http_should_keep_alive(p) != 0;
   if (r.bad_transfer_encoding_) {
     r.status_ = 501;

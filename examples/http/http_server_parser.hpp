@@ -12,6 +12,10 @@
 // another server on the path may read "Content-Length : 5" differently, the start of request
 // smuggling). A target in absolute form ("GET http://host/path", RFC 9112 §3.2.2) is routed by
 // its path.
+//
+// The common simple head (a GET or HEAD of a plain path with no header that matters, see
+// http_server_simple_head.hpp) is recognised without http_parser; it yields the same events
+// and values, and every other head goes through http_parser as before.
 #pragma once
 
 #include <http_parser.h>
@@ -26,6 +30,9 @@ namespace http_example {
 struct parser_limits {
   std::size_t max_header_bytes = 8 * 1024;
   std::size_t max_body_bytes = 1024 * 1024;
+  // Whether a simple head may skip http_parser (http_server_simple_head.hpp). Always on in the
+  // server; tests/http/simple_head_test turns it off to compare the two paths byte for byte.
+  bool simple_heads = true;
 };
 
 class request_parser {
@@ -55,13 +62,13 @@ class request_parser {
   bool in_body() const noexcept { return in_message_ && head_done_; }
 
   // Valid from head_done until the next request begins.
-  http_method method() const noexcept { return static_cast<http_method>(parser_.method); }
+  http_method method() const noexcept { return method_; }
   std::string_view path() const noexcept { return path_; }
   bool keep_alive() const noexcept { return keep_alive_; }
   // Whether the response must say "Connection: keep-alive": an HTTP/1.0 request that asked to be
   // kept alive (1.0 closes unless told otherwise; ApacheBench -k waits for it).
   bool keep_alive_needs_saying() const noexcept {
-    return keep_alive_ && parser_.http_major == 1 && parser_.http_minor == 0;
+    return keep_alive_ && http_1_0_;
   }
   bool expects_continue() const noexcept { return expect_continue_; }
   // Whether the head announced a body (Content-Length > 0 or chunked).
@@ -83,6 +90,8 @@ class request_parser {
   static int on_chunk_header(http_parser* p) noexcept;
   static int on_message_complete(http_parser* p) noexcept;
   static request_parser& self(http_parser* p) noexcept { return *static_cast<request_parser*>(p->data); }
+  void begin_message() noexcept;  // what on_message_begin resets
+  bool feed_simple(std::string_view data, step& out) noexcept;
 
   // Which header's value is being received (only the ones the server acts on).
   enum class watched : std::uint8_t { none, transfer_encoding, expect };
@@ -108,6 +117,11 @@ class request_parser {
   bool in_query_ = false;
   bool trailers_begin_ = false;  // on_chunk_header saw the last chunk and paused the parser
   bool in_trailers_ = false;     // between the last chunk and the end of the request
+  // A simple head was taken without http_parser (which stays at the start of a message): its
+  // final LF is left in the input, as http_parser's pause leaves it, and ends the message.
+  bool simple_end_ = false;
+  http_method method_ = HTTP_GET;  // of the current request, from head_done on
+  bool http_1_0_ = false;          // the current request is HTTP/1.0
   int status_ = 0;  // set by a callback that fails the request, else derived from the parser
 };
 
