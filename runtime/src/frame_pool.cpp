@@ -30,6 +30,7 @@ constexpr std::size_t chunk_bytes = std::size_t{2} << 20;  // one transparent hu
 constexpr std::size_t granule = 16;                         // block sizes: multiples of 16
 constexpr std::size_t classes = max_pooled_frame / granule;
 constexpr std::size_t chunk_header = 64;                    // the owner, on a line of its own
+constexpr std::size_t run_blocks = 32;  // blocks per run: at most 64 KiB (32 x 2 KiB) of a chunk
 
 // A free block: the link of its free list or remote stack, and (on the remote stack, where
 // blocks of every size meet) its size class.
@@ -59,9 +60,19 @@ class frame_pool {
       }
     }
     const std::size_t bytes = (c + 1) * granule;
-    if (static_cast<std::size_t>(end_ - next_) < bytes) new_chunk();
-    void* p = next_;
-    next_ += bytes;
+    run& r = runs_[c];
+    if (static_cast<std::size_t>(r.end - r.next) < bytes) {
+      // A new run of this class: blocks of one size side by side, whatever else is allocated
+      // meanwhile (a spawn's record between two frames would shift every frame's offset within
+      // its cache lines, and a 352-byte frame would span 7 lines instead of 6).
+      const std::size_t run_bytes = run_blocks * bytes;
+      if (static_cast<std::size_t>(end_ - next_) < run_bytes) new_chunk();
+      r.next = next_;
+      r.end = next_ + run_bytes;
+      next_ += run_bytes;
+    }
+    void* p = r.next;
+    r.next += bytes;
     return p;
   }
   // A block of this pool, freed by the thread that uses it.
@@ -108,8 +119,15 @@ class frame_pool {
     end_ = mem + chunk_bytes;
   }
 
+  // The uncarved part of a class's current run.
+  struct run {
+    char* next = nullptr;
+    char* end = nullptr;
+  };
+
   free_block* free_[classes] = {};
-  char* next_ = nullptr;  // the current chunk's uncarved part
+  run runs_[classes];
+  char* next_ = nullptr;  // the current chunk's uncarved part (runs are cut from it)
   char* end_ = nullptr;
   std::atomic<free_block*> remote_{nullptr};
 };
