@@ -46,7 +46,8 @@ namespace cogwheel::detail {
 // starts it in its place in the ready queue, all that spawn() allocates besides the task's own
 // frame (72 B; a connection per spawned task pays it once). Owned by the loop from
 // adopt_spawned() until the task finishes (finish_spawned) or the loop destroys it at shutdown;
-// allocated with new.
+// allocated with new (from the frame pools it measured ~4% slower per resumed sleeper at 1M:
+// runtime_bench sleepers_expire/wheel/1000000, 12 alternating runs, 159 against 153 ns).
 struct spawned_link : list_link {
   std::coroutine_handle<> frame;
   ready_node start;
@@ -119,6 +120,7 @@ class event_loop {
   // For timer callbacks: queues c into this iteration's expired batch, which the loop resumes
   // in full right after advancing the timers (so advance() itself does only timer work).
   void post_expired(ready_node& node, continuation c) noexcept { time_.post_expired(node, c); }
+  void post_expired(ready_node& node) noexcept { time_.post_expired(node); }
   // Queues c to complete in a coming iteration; `node` lives in the waiter (no allocation).
   // How an operation completes "later" when it cannot complete inside cancel().
   void post(ready_node& node, continuation c) noexcept { ready_.push(node, c); }

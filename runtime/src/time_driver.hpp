@@ -74,6 +74,9 @@ class time_driver {
     __builtin_prefetch(frame + 192, 1, 3);
     expired_.push(node, c);
   }
+  // The same for a node whose continuation is prepared (ready_node::prepare) and whose waiter
+  // prefetched what it will touch itself (a sleep knows its frame: sleep.hpp).
+  void post_expired(ready_node& node) noexcept { expired_.push(node); }
 
   // Reads the clock and advances the queue to it (timers_fired, timer_lateness). may_reuse:
   // the loop did not block since the last tick (it skipped the kernel), so a reading a few

@@ -126,6 +126,9 @@ class operation : private detail::cancel_hook {
   }
 
  protected:
+  /// The frame of the coroutine awaiting this operation (null before it is awaited, or when it
+  /// was started by other means): for prefetching it before that coroutine resumes.
+  void* awaiting_frame() const noexcept { return awaiting_.address(); }
   /// Not awaiting anything yet.
   operation() noexcept = default;
   /// A copy (before the operation is awaited) carries no registration: only the object being

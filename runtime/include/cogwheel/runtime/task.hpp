@@ -12,11 +12,13 @@
 
 #include <cassert>
 #include <coroutine>
+#include <cstddef>
 #include <exception>
 #include <utility>
 #include <variant>
 
 #include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/frame_pool.hpp>
 
 namespace cogwheel {
 
@@ -28,6 +30,11 @@ namespace detail {
 
 class task_promise_base {
  public:
+  // Every task's frame comes from this thread's frame pool (detail/frame_pool.hpp: huge-page
+  // chunks, no malloc header) and may be destroyed on any thread.
+  static void* operator new(std::size_t n) { return allocate_frame(n); }
+  static void operator delete(void* p, std::size_t n) noexcept { free_frame(p, n); }
+
   std::suspend_always initial_suspend() noexcept { return {}; }
 
   struct final_awaiter {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <chrono>
+#include <ratio>
+#include <type_traits>
 
 #include <cogwheel/timer/ticks.hpp>
 
@@ -21,13 +23,30 @@ clock::time_point now() noexcept;
 
 namespace detail {
 
-/// now + d without overflow: saturates at time_point::max() / min().
-clock::time_point saturating_add(clock::time_point now, clock::duration d) noexcept;
+/// now + d without overflow: saturates at time_point::max() / min(). Inline: every sleep_for
+/// computes one (an out-of-line call was a tenth of a resumed sleeper's own instructions).
+inline clock::time_point saturating_add(clock::time_point now, clock::duration d) noexcept {
+  clock::rep sum;
+  if (__builtin_add_overflow(now.time_since_epoch().count(), d.count(), &sum))
+    return d > clock::duration::zero() ? clock::time_point::max() : clock::time_point::min();
+  return clock::time_point(clock::duration(sum));
+}
 
 /// d as a clock::duration, saturating at its min()/max() instead of overflowing: the implicit
 /// conversion of e.g. hours::max() to nanoseconds wraps around to a negative duration.
 template <class Rep, class Period>
 constexpr clock::duration saturating_duration(std::chrono::duration<Rep, Period> d) noexcept {
+  // An integral count in whole multiples of the clock's unit (hours, seconds, milliseconds...):
+  // compared against the largest count that fits, in integers (no x87 arithmetic on the path
+  // of every sleep_for(24h)).
+  using factor = std::ratio_divide<Period, clock::period>;
+  if constexpr (std::is_integral_v<Rep> && std::is_signed_v<Rep> && factor::den == 1 && sizeof(Rep) <= sizeof(clock::rep)) {
+    constexpr clock::rep most = clock::duration::max().count() / factor::num;
+    const auto count = static_cast<clock::rep>(d.count());
+    if (count > most) return clock::duration::max();
+    if (count < -most) return clock::duration::min();
+    return clock::duration(count * factor::num);
+  }
   // long double holds every clock::duration count exactly (64-bit mantissa), so these
   // comparisons are exact where it matters and cannot overflow.
   const long double ns = std::chrono::duration<long double, std::nano>(d).count();

@@ -36,9 +36,15 @@ clock::time_point current_time() noexcept;
 void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at);
 void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at);
 void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept;
+// A sleep's start in one call: files n on the calling thread's loop at `deadline`, or, when the
+// loop's time has reached it, as due now (time_point::min(): filed at its own time it would round
+// up to the next tick boundary). Returns that loop.
+event_loop& start_sleep_timer(timer::timer_node& n, clock::time_point deadline);
 // For timer callbacks: c joins this iteration's expired batch, resumed in full right after the
 // timer queue's advance() (which therefore does only timer work).
 void post_expired(event_loop& loop, ready_node& node, continuation c) noexcept;
+// The same with the continuation node.prepare() set, for a waiter that prefetched its own state.
+void post_expired(event_loop& loop, ready_node& node) noexcept;
 
 // --- ready queue ---
 // c runs in a coming iteration; `node` lives in the waiter (no allocation).

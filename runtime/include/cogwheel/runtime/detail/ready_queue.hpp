@@ -23,6 +23,12 @@ class ready_node : private list_link {
 
   bool queued() const noexcept { return linked(); }
   void unlink() noexcept;
+  // Sets what the node runs when popped, ahead of a push(n) without one: a waiter that knows
+  // its continuation when it starts keeps it here instead of in a copy of its own (24 bytes
+  // less in every frame that waits so).
+  void prepare(continuation c) noexcept { continuation_ = c; }
+  // What prepare() (or the last push) set.
+  const continuation& prepared() const noexcept { return continuation_; }
 
  private:
   friend class ready_queue;
@@ -40,6 +46,10 @@ class ready_queue {
   // Precondition: !n.queued().
   void push(ready_node& n, continuation c) noexcept {
     n.continuation_ = c;
+    push(n);
+  }
+  // Queues n with the continuation n.prepare() gave it. Precondition: !n.queued().
+  void push(ready_node& n) noexcept {
     n.queue_ = this;
     nodes_.push_back(n);
     ++size_;
