@@ -93,45 +93,13 @@ trap cleanup EXIT
 # tokio_echo: built here (cargo is quick when nothing changed); $tokio_skip says why not.
 tokio_echo=""
 tokio_skip=""
-# On a fresh Debian machine, as root: Debian's cargo and tokio crates (offline builds need no
-# network beyond the package mirror). Anything that fails here only leaves the row skipped.
-install_tokio_packages() {
-  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || return 0
-  local -a want=()
-  command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || want+=(cargo)
-  compgen -G "/usr/share/cargo/registry/tokio-1.*" >/dev/null ||
-    want+=(librust-tokio-dev librust-tokio+rt-dev librust-tokio+net-dev librust-tokio+time-dev
-           librust-tokio+io-util-dev librust-tokio+macros-dev librust-tokio+signal-dev librust-libc-dev)
-  [ ${#want[@]} -eq 0 ] && return 0
-  echo "echo_compare: installing ${want[*]}" >&2
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}"; } >/dev/null 2>&1 ||
-    echo "echo_compare: could not install ${want[*]}" >&2
-}
+# shellcheck source=cargo_peer.sh
+. "$here/cargo_peer.sh"
 build_tokio() {
-  install_tokio_packages
-  local cargo=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
-  local target
-  target=$(mkdir -p "$build/tokio_echo" && cd "$build/tokio_echo" && pwd)
-  if [ ! -x "$cargo" ]; then tokio_skip="skipped (no cargo)"; return; fi
-  local -a how
-  local src=$here/tokio_echo
-  if compgen -G "/usr/share/cargo/registry/tokio-1.*" >/dev/null; then
-    how=(--offline --locked --config 'source.crates-io.replace-with="debian"'
-         --config 'source.debian.directory="/usr/share/cargo/registry"')
-  else
-    rm -rf "$target/src-copy" && mkdir -p "$target/src-copy"
-    cp -r "$src/Cargo.toml" "$src/src" "$target/src-copy/"
-    src=$target/src-copy
-    how=()
-  fi
-  if ! (cd "$src" && timeout 900 "$cargo" build --release --quiet "${how[@]}" \
-          --target-dir "$target") >"$work/cargo.log" 2>&1; then
-    echo "echo_compare: cargo build of tokio_echo failed:" >&2
-    tail -n 5 "$work/cargo.log" >&2
-    tokio_skip="skipped (cargo build failed: $(grep -m1 -i error "$work/cargo.log" | cut -c1-80))"
-    return
-  fi
-  tokio_echo=$target/release/tokio_echo
+  install_tokio_packages echo_compare
+  cargo_peer_build echo_compare tokio_echo "$build" "$work"
+  tokio_echo=$cargo_peer_bin
+  tokio_skip=$cargo_peer_skip
 }
 case " $servers " in *" tokio "*) build_tokio ;; esac
 

@@ -46,29 +46,12 @@ trap 'rm -rf "$work"' EXIT
 # tokio_sleepers: built here; $tokio_skip says why not.
 tokio_sleepers=""
 tokio_skip=""
+# shellcheck source=cargo_peer.sh
+. "$here/cargo_peer.sh"
 build_tokio() {
-  local cargo=${CARGO:-$(command -v cargo || echo "$HOME/.cargo/bin/cargo")}
-  if [ ! -x "$cargo" ]; then tokio_skip="skipped (no cargo)"; return; fi
-  local target src=$here/tokio_sleepers
-  target=$(mkdir -p "$build/tokio_sleepers" && cd "$build/tokio_sleepers" && pwd)
-  local -a how
-  if compgen -G "/usr/share/cargo/registry/tokio-1.*" >/dev/null; then
-    how=(--offline --locked --config 'source.crates-io.replace-with="debian"'
-         --config 'source.debian.directory="/usr/share/cargo/registry"')
-  else
-    rm -rf "$target/src-copy" && mkdir -p "$target/src-copy"
-    cp -r "$src/Cargo.toml" "$src/src" "$target/src-copy/"
-    src=$target/src-copy
-    how=()
-  fi
-  if ! (cd "$src" && timeout 900 "$cargo" build --release --quiet "${how[@]}" \
-          --target-dir "$target") >"$work/cargo.log" 2>&1; then
-    echo "sleepers_compare: cargo build of tokio_sleepers failed:" >&2
-    tail -n 5 "$work/cargo.log" >&2
-    tokio_skip="skipped (cargo build failed, no tokio crates? $(grep -m1 -i error "$work/cargo.log" | cut -c1-70))"
-    return
-  fi
-  tokio_sleepers=$target/release/tokio_sleepers
+  cargo_peer_build sleepers_compare tokio_sleepers "$build" "$work"
+  tokio_sleepers=$cargo_peer_bin
+  tokio_skip=$cargo_peer_skip
 }
 build_tokio
 
