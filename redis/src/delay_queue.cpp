@@ -38,7 +38,7 @@ delay_queue::delay_queue(client& c, std::string name, queue_options options)
       name_(std::move(name)),
       qopts_(options),
       keys_storage_{"{" + name_ + "}:due",   "{" + name_ + "}:inflight", "{" + name_ + "}:payload",
-                    "{" + name_ + "}:attempts", "{" + name_ + "}:lease",  "{" + name_ + "}:dead",
+                    "{" + name_ + "}:attempts", "{" + name_ + "}:claims",  "{" + name_ + "}:dead",
                     "{" + name_ + "}:reason", "{" + name_ + "}:token"},
       keys_{keys_storage_[0], keys_storage_[1], keys_storage_[2], keys_storage_[3],
             keys_storage_[4], keys_storage_[5], keys_storage_[6], keys_storage_[7]},

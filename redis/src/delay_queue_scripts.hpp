@@ -2,17 +2,24 @@
 // server; times are ms since the epoch by the server's TIME, so clocks of producers and workers
 // need not agree.
 //
-// Fencing: every claim script takes one token from {name}:token (INCR: one counter per queue,
-// so the tokens of one job only grow, across retries, expiries, requeues and re-schedules of its
-// id; the jobs of one claim share it), and a claimed job's entry in {name}:inflight is the
-// member "<token>:<id>": the in-flight entry is the fencing record (no separate lease hash to
-// write, read and delete per job). ack, fail, extend and release (hand back) name the member
-// from the token they hold, and do nothing unless it is still there: a worker whose visibility
-// expired cannot remove, retry or prolong the claim of the worker that took the job after it
-// (that claim's member carries a greater token). A job has at most one in-flight entry: it is
-// claimed only from {name}:due, where its id is once, and schedule refuses an id whose payload
-// exists. {name}:lease (KEYS[5]) is no longer written; versions before wrote id -> token there
-// and plain ids in {name}:inflight, which expire and run again like a stalled claim.
+// Claim records and fencing: a claim puts the jobs it takes into records of up to
+// ARGV[7] (claim_record_jobs) jobs each, and each record takes one token from {name}:token
+// (INCR: one counter per queue, so the tokens of one job only grow, across retries, expiries,
+// requeues and re-schedules of its id). A record is one member of {name}:inflight, its token
+// ("<token>", scored with the lease expiry of its jobs), and one field of {name}:claims, token
+// -> the ids of its jobs not yet done (a MessagePack array). A claim of k jobs thus writes
+// k / claim_record_jobs entries, not k, and a job's token names its record. ack, fail, extend
+// and release (hand back) name the record by the token they hold and do nothing unless the job
+// is still in it: a worker whose lease expired cannot remove, retry or prolong the claim of the
+// worker that took the job after it (its record is gone: an expired record is reaped whole, its
+// jobs due again; the next claim puts the job in a record with a greater token). A job is in at
+// most one record: it is claimed only from {name}:due, where its id is once, and schedule refuses
+// an id whose payload exists (a cancelled running job leaves its record first). Whatever takes a
+// job out of its record rewrites the record (at most claim_record_jobs ids) or, when it was the
+// last, deletes it with its in-flight member: no record outlives its jobs.
+// Versions before wrote one in-flight member per job ("<token>:<id>", or the plain id, with
+// {name}:lease id -> token): such a member has no record; it is reaped as that one job when it
+// expires, and acknowledged by nothing (it runs again).
 //
 // {name}:attempts counts the claims of a job, and a job's first claim writes nothing there (the
 // common case costs no write at claim and no delete at acknowledgement): a pending or dead job
@@ -26,13 +33,14 @@
 namespace cogwheel::redis::detail {
 
 // KEYS, in this order, for every script.
-enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_lease, k_dead, k_reason, k_token, k_count = 8 };
+enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead, k_reason, k_token, k_count = 8 };
 
 // Shared prologue: `now` in ms; `announce(at, channel)` publishes when `at` becomes the
 // earliest due time (call before adding it; no job due at or before `at`: asked without
-// WITHSCORES, so no score is formatted and parsed); `bury(id, why, tries, m)` moves a job (in
-// flight as member m, or nil) to the dead set with `tries` claims; `claims(id)` is an in-flight
-// job's count of claims, this one included; `id_of(m)` the id of in-flight member m.
+// WITHSCORES, so no score is formatted and parsed); `bury(id, why, tries)` moves a job out of
+// flight (already taken from its record) to the dead set with `tries` claims; `claims(id)` is
+// an in-flight job's count of claims, this one included; `id_of(m)` the id of a member written
+// by a version before claim records.
 #define COGWHEEL_REDIS_LUA_PRELUDE                                                        \
   "local t = redis.call('TIME')\n"                                                        \
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"               \
@@ -41,15 +49,43 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_lease, k_dead, 
   "    redis.call('PUBLISH', channel, at)\n"                                               \
   "  end\n"                                                                               \
   "end\n"                                                                                 \
-  "local function bury(id, why, tries, m)\n"                                              \
+  "local function bury(id, why, tries)\n"                                                 \
   "  redis.call('ZREM', KEYS[1], id)\n"                                                   \
-  "  if m then redis.call('ZREM', KEYS[2], m) end\n"                                      \
   "  redis.call('HSET', KEYS[4], id, tries)\n"                                            \
   "  redis.call('ZADD', KEYS[6], now, id)\n"                                              \
   "  redis.call('HSET', KEYS[7], id, why)\n"                                              \
   "end\n"                                                                               \
   "local function claims(id) return tonumber(redis.call('HGET', KEYS[4], id) or '1') end\n" \
   "local function id_of(m) return string.match(m, '^%d+:(.*)$') or m end\n"
+
+// Claim records (see the top). `record(m)`: the ids of record m (a token, as text), or nil when
+// there is none (reaped, done, or a member of an older version). `keep(m, ids, gone)`: writes
+// back record m whose array `ids` has `gone` entries set to false (done), deleting the record
+// and its in-flight member when none is left. `take(m, id)`: removes id from record m; false
+// when it is not there (the lease was lost). O(ids in the record) each.
+#define COGWHEEL_REDIS_LUA_RECORDS                                                       \
+  "local function record(m)\n"                                                          \
+  "  local r = redis.call('HGET', KEYS[5], m)\n"                                         \
+  "  if r then return cmsgpack.unpack(r) end\n"                                          \
+  "end\n"                                                                               \
+  "local function keep(m, ids, gone)\n"                                                 \
+  "  if gone >= #ids then\n"                                                             \
+  "    redis.call('HDEL', KEYS[5], m)\n"                                                 \
+  "    redis.call('ZREM', KEYS[2], m)\n"                                                 \
+  "    return\n"                                                                         \
+  "  end\n"                                                                               \
+  "  local left = {}\n"                                                                   \
+  "  for _, id in ipairs(ids) do if id then left[#left + 1] = id end end\n"             \
+  "  redis.call('HSET', KEYS[5], m, cmsgpack.pack(left))\n"                              \
+  "end\n"                                                                               \
+  "local function take(m, id)\n"                                                         \
+  "  local ids = record(m)\n"                                                            \
+  "  if not ids then return false end\n"                                                 \
+  "  for p, x in ipairs(ids) do\n"                                                       \
+  "    if x == id then ids[p] = false keep(m, ids, 1) return true end\n"                \
+  "  end\n"                                                                               \
+  "  return false\n"                                                                      \
+  "end\n"
 
 // ARGV: id, payload, due (ms since the epoch, or a delay in ms when ARGV[5] == 'after'),
 // channel, mode. -> 1 added, 0 a job with this id exists (pending, running or dead).
@@ -72,17 +108,24 @@ return 1
 )";
 
 // ARGV: id. -> 1 removed (pending, running or dead), 0 none. A job neither due nor dead but
-// with a payload is in flight: its member is found by reading the in-flight set (O(jobs in
-// flight), a price only cancelling a running job pays; its worker's reports are then refused).
-inline constexpr const char* cancel_lua = R"(
+// with a payload is in flight: its record is found by reading the in-flight set and the records
+// (O(jobs in flight), a price only cancelling a running job pays; its worker's reports are then
+// refused).
+inline constexpr const char* cancel_lua = COGWHEEL_REDIS_LUA_RECORDS R"(
+local function id_of(m) return string.match(m, '^%d+:(.*)$') or m end
 local id = ARGV[1]
 local n = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[6], id)
 if n == 0 and redis.call('HEXISTS', KEYS[3], id) == 1 then
   for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-    if (string.match(m, '^%d+:(.*)$') or m) == id then n = n + redis.call('ZREM', KEYS[2], m) break end
+    if redis.call('HEXISTS', KEYS[5], m) == 1 then
+      if take(m, id) then n = 1 break end
+    elseif id_of(m) == id then
+      n = redis.call('ZREM', KEYS[2], m)
+      break
+    end
   end
 end
-for _, k in ipairs({KEYS[3], KEYS[4], KEYS[5], KEYS[7]}) do redis.call('HDEL', k, id) end
+for _, k in ipairs({KEYS[3], KEYS[4], KEYS[7]}) do redis.call('HDEL', k, id) end
 return n
 )";
 
@@ -95,21 +138,28 @@ return n
   "  end\n"                                                                     \
   "end\n"
 
-// True when in-flight member m (see the top: "<token>:<id>") still holds its lease.
-#define COGWHEEL_REDIS_LUA_HOLDS \
-  "local function holds(m) return redis.call('ZSCORE', KEYS[2], m) ~= false end\n"
-
-// `ack(from)`: ARGV[from..] are id, token, id, token...; the jobs whose in-flight member
-// "<token>:<id>" is still there are done: removed from flight (one ZREM each, whose answer is
-// the fencing check: measured cheaper than ZMSCORE, which formats a score per member, and a
-// bulk ZREM) with their payload and attempts. -> how many.
+// `ack(from)`: ARGV[from..] are groups token, n, then n ids: the jobs of record `token` that
+// are done. Those still in their record are removed from it (one read and one write of the
+// record per group, whatever n: no command per job), and their payloads and attempts deleted.
+// -> how many were still held.
 #define COGWHEEL_REDIS_LUA_ACK                                                        \
   "local function ack(from)\n"                                                        \
   "  local done = {}\n"                                                               \
-  "  for i = from, #ARGV, 2 do\n"                                                     \
-  "    if redis.call('ZREM', KEYS[2], ARGV[i + 1] .. ':' .. ARGV[i]) == 1 then\n"      \
-  "      done[#done + 1] = ARGV[i]\n"                                                 \
+  "  local i = from\n"                                                                \
+  "  while i < #ARGV do\n"                                                            \
+  "    local m, n = ARGV[i], tonumber(ARGV[i + 1])\n"                                 \
+  "    local ids = record(m)\n"                                                       \
+  "    if ids then\n"                                                                 \
+  "      local at, gone = {}, 0\n"                                                    \
+  "      for p, id in ipairs(ids) do at[id] = p end\n"                                \
+  "      for j = i + 2, i + 1 + n do\n"                                               \
+  "        local id = ARGV[j]\n"                                                      \
+  "        local p = at[id]\n"                                                        \
+  "        if p then at[id] = nil ids[p] = false gone = gone + 1 done[#done + 1] = id end\n" \
+  "      end\n"                                                                       \
+  "      if gone > 0 then keep(m, ids, gone) end\n"                                   \
   "    end\n"                                                                         \
+  "    i = i + 2 + n\n"                                                               \
   "  end\n"                                                                           \
   "  if #done > 0 then\n"                                                             \
   "    bulk('HDEL', KEYS[3], done)\n"                                                 \
@@ -119,54 +169,62 @@ return n
   "end\n"
 
 // ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes,
-// then acknowledgements (id, token, id, token...: ack(7), the worker's finished jobs riding on
-// its claim, one request instead of two). First the acknowledgements, then the in-flight jobs whose visibility expired (their worker died or stalled) go back to
-// due, or to the dead set once they used max_attempts claims. Then up to `limit` jobs due
-// within now + lookahead move to in flight, all with one new token, leased until now +
-// lookahead + visibility (at least their own max(due, now) + visibility: one score for the
-// batch, so that no per-job number is formatted or parsed); their payloads together stay
-// under max_claim_bytes (the first one always goes), and a payload over max_payload_bytes sends
-// its job to the dead set. The jobs taken are the first `taken` of the due set (ZRANGEBYSCORE
-// from -inf lists them in rank order), removed by one ZREMRANGEBYRANK.
+// claim_record_jobs, then acknowledgements (ack(8): the worker's finished jobs riding on its
+// claim, one request instead of two). First the acknowledgements, then the records whose
+// lease expired (their worker died or stalled: up to `limit` records, each whole) send their
+// jobs back to due, or to the dead set once they used max_attempts claims. Then up to `limit`
+// jobs due within now + lookahead move to in flight, in records of claim_record_jobs jobs (the
+// last one shorter), each record with a new token (consecutive: the first token, then one more
+// per record), leased until now + lookahead + visibility (at least each job's own max(due,
+// now) + visibility: one score for every record, so that no per-job number is formatted or
+// parsed); their payloads together stay under max_claim_bytes (the first one always goes), and
+// a payload over max_payload_bytes sends its job to the dead set. The jobs taken are the first
+// `taken` of the due set (ZRANGEBYSCORE from -inf lists them in rank order), removed by one
+// ZREMRANGEBYRANK.
 // -> {now, {id, payload, due, attempt, ...}, earliest due left or -1,
 //     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
 //     seconds and microseconds of TIME read at the script's end (the reference of
 //     the workers' start times: the later it is read, the less a batch starts late),
-//     acknowledgements that held their lease, the claim's token (0: none taken)}
+//     acknowledgements that held their lease, the first record's token (0: none taken; the
+//     job at index i of the list is in the record of token first + floor(i / claim_record_jobs))}
 inline constexpr const char* claim_lua =
-    COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_ACK R"(
-local acked = ack(7)
+    COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
+local acked = ack(8)
 local visibility = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local max_attempts = tonumber(ARGV[4])
 local max_payload = tonumber(ARGV[5])
 local max_bytes = tonumber(ARGV[6])
+local per_record = tonumber(ARGV[7])
 local buried = 0
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
-for _, m in ipairs(expired) do
-  local id = id_of(m)
-  local tries = claims(id)
-  if tries >= max_attempts then
-    bury(id, 'visibility expired on attempt ' .. tries .. ' of ' .. max_attempts, tries, m)
-    buried = buried + 1
-  else
-    redis.call('ZREM', KEYS[2], m)
-    redis.call('HSET', KEYS[4], id, tries)
-    redis.call('ZADD', KEYS[1], now, id)
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)) do
+  local ids = record(m)
+  if ids then redis.call('HDEL', KEYS[5], m) else ids = {id_of(m)} end
+  redis.call('ZREM', KEYS[2], m)
+  for _, id in ipairs(ids) do
+    local tries = claims(id)
+    if tries >= max_attempts then
+      bury(id, 'visibility expired on attempt ' .. tries .. ' of ' .. max_attempts, tries)
+      buried = buried + 1
+    else
+      redis.call('HSET', KEYS[4], id, tries)
+      redis.call('ZADD', KEYS[1], now, id)
+    end
   end
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'WITHSCORES', 'LIMIT', 0, limit)
 local more = #due == 2 * limit and 1 or 0
-local out, inflight, attempts = {}, {}, {}
+local out, attempts = {}, {}
 local taken = 0
-local token, prefix = nil, nil
+local first = nil
 if #due > 0 then
   local ids = {}
   for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
   local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
   -- No job has a count while no job was claimed twice (or died): nothing to read then.
   local tries = redis.call('EXISTS', KEYS[4]) == 1 and redis.call('HMGET', KEYS[4], unpack(ids)) or {}
-  local expiry = tostring(now + tonumber(ARGV[3]) + visibility)
+  local expiry = now + tonumber(ARGV[3]) + visibility
+  local records, current = {}, nil
   local bytes = 0
   for k, id in ipairs(ids) do
     local payload = payloads[k] or ''
@@ -180,18 +238,20 @@ if #due > 0 then
       break
     else
       bytes = bytes + size
-      if token == nil then
-        token = redis.call('INCR', KEYS[8])
-        prefix = string.format('%d:', token)  -- the decimal the workers send back
+      if current == nil or #current == per_record then
+        local token = redis.call('INCR', KEYS[8])
+        first = first or token
+        current = {}
+        records[#records + 1] = string.format('%d', token)
+        records[#records + 1] = current
       end
+      current[#current + 1] = id
       local attempt = 1
       if tries[k] then  -- claimed before: count it (a first claim writes nothing)
         attempt = tonumber(tries[k]) + 1
         attempts[#attempts + 1] = id
         attempts[#attempts + 1] = attempt
       end
-      inflight[#inflight + 1] = expiry
-      inflight[#inflight + 1] = prefix .. id
       out[#out + 1] = id
       out[#out + 1] = payload
       out[#out + 1] = due[2 * k]
@@ -200,46 +260,59 @@ if #due > 0 then
     taken = k
   end
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, taken - 1)
-  if #inflight > 0 then
-    bulk('ZADD', KEYS[2], inflight)
+  if #records > 0 then
+    local members = {}
+    for i = 1, #records, 2 do
+      members[#members + 1] = expiry
+      members[#members + 1] = records[i]
+      records[i + 1] = cmsgpack.pack(records[i + 1])
+    end
+    bulk('ZADD', KEYS[2], members)
+    bulk('HSET', KEYS[5], records)
     if #attempts > 0 then bulk('HSET', KEYS[4], attempts) end
   end
 end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local te = redis.call('TIME')  -- not frozen in a script: read last, it is the reply's own time
-return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, token or 0}
+return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, first or 0}
 )";
 
-// ARGV: id, token, id, token... -> how many still held their lease (and are done). A worker
-// with a claim coming soon sends them with the claim instead (claim_lua's ARGV[7..]).
-inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_ACK R"(
+// ARGV: groups token, n, n ids (see ack) -> how many still held their lease (and are done). A
+// worker with a claim coming soon sends them with the claim instead (claim_lua's ARGV[8..]).
+inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
 return ack(1)
 )";
 
 // ARGV: id, token, retry_delay_ms, max_attempts, channel, reason.
 // -> 1 retried, 2 dead, 0 refused (the lease was lost).
-inline constexpr const char* fail_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
-local m = ARGV[2] .. ':' .. ARGV[1]
-if not holds(m) then return 0 end
-local tries = claims(ARGV[1])
+inline constexpr const char* fail_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_RECORDS R"(
+local id = ARGV[1]
+if not take(ARGV[2], id) then return 0 end
+local tries = claims(id)
 if tries >= tonumber(ARGV[4]) then
-  bury(ARGV[1], 'failed on attempt ' .. tries .. ': ' .. ARGV[6], tries, m)
+  bury(id, 'failed on attempt ' .. tries .. ': ' .. ARGV[6], tries)
   return 2
 end
-redis.call('ZREM', KEYS[2], m)
-redis.call('HSET', KEYS[4], ARGV[1], tries)
+redis.call('HSET', KEYS[4], id, tries)
 local at = now + tonumber(ARGV[3])
 announce(at, ARGV[5])
-redis.call('ZADD', KEYS[1], at, ARGV[1])
+redis.call('ZADD', KEYS[1], at, id)
 return 1
 )";
 
-// ARGV: id, token, visibility_ms. -> {now, new expiry}, or 0 refused (the lease was lost).
-inline constexpr const char* extend_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
-local m = ARGV[2] .. ':' .. ARGV[1]
-if not holds(m) then return 0 end
+// ARGV: id, token, visibility_ms. Prolongs the lease of the job's record (the jobs claimed with
+// it, held by the same worker, too) to visibility_ms from now; never shortens it.
+// -> {now, the record's expiry}, or 0 refused (the lease was lost).
+inline constexpr const char* extend_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_RECORDS R"(
+local m = ARGV[2]
+local ids = record(m)
+local held = false
+for _, x in ipairs(ids or {}) do if x == ARGV[1] then held = true break end end
+if not held then return 0 end
 local until_ms = now + tonumber(ARGV[3])
+local current = tonumber(redis.call('ZSCORE', KEYS[2], m))
+if current and current >= until_ms then return {now, current} end
 redis.call('ZADD', KEYS[2], 'XX', until_ms, m)
 return {now, until_ms}
 )";
@@ -247,14 +320,12 @@ return {now, until_ms}
 // ARGV: id, token, due_ms, ... Hands back claimed jobs that never started (a worker stopping
 // with jobs prefetched): due again at their due time, the claim not counted as an attempt.
 // -> how many were handed back.
-inline constexpr const char* release_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_HOLDS R"(
+inline constexpr const char* release_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_RECORDS R"(
 local n = 0
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
-  local m = ARGV[i + 1] .. ':' .. id
-  if holds(m) then
+  if take(ARGV[i + 1], id) then
     redis.call('HSET', KEYS[4], id, claims(id) - 1)
-    redis.call('ZREM', KEYS[2], m)
     redis.call('ZADD', KEYS[1], tonumber(ARGV[i + 2]), id)
     n = n + 1
   end
@@ -262,9 +333,15 @@ end
 return n
 )";
 
-// ARGV: (none). -> {due, in flight, dead}
-inline constexpr const char* depth_lua = R"(
-return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[6])}
+// ARGV: (none). -> {due, in flight, dead}; in flight counts the jobs of every record (and a
+// member of an older version as one job): O(jobs in flight).
+inline constexpr const char* depth_lua = COGWHEEL_REDIS_LUA_RECORDS R"(
+local n = 0
+for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local ids = record(m)
+  n = n + (ids and #ids or 1)
+end
+return {redis.call('ZCARD', KEYS[1]), n, redis.call('ZCARD', KEYS[6])}
 )";
 
 // ARGV: offset, count. -> {id, payload, died_ms, attempts, reason, ...}, oldest first.
@@ -295,7 +372,7 @@ return 1
 )";
 
 #undef COGWHEEL_REDIS_LUA_PRELUDE
-#undef COGWHEEL_REDIS_LUA_HOLDS
+#undef COGWHEEL_REDIS_LUA_RECORDS
 #undef COGWHEEL_REDIS_LUA_BULK
 #undef COGWHEEL_REDIS_LUA_ACK
 

@@ -43,6 +43,25 @@ namespace {
 
 constexpr std::size_t max_ack_batch = 512;
 
+// Jobs per claim record (claim_lua's ARGV[7]): a claim of k jobs writes k / claim_record_jobs
+// in-flight entries; taking a job out of its record (ack, fail, hand-back) costs the server
+// O(claim_record_jobs), whatever the size of the claim.
+constexpr unsigned claim_record_jobs = 128;
+
+// Acknowledgements as ack_lua's groups: token, count, ids, one group per record (sorted by
+// token, so that a record is read and written once per batch). `acks` is reordered; `args`
+// refers to its ids.
+void append_acks(std::vector<std::pair<std::string, std::int64_t>>& acks, std::vector<command_arg>& args) {
+  std::stable_sort(acks.begin(), acks.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (std::size_t i = 0; i < acks.size();) {
+    std::size_t end = i;
+    while (end < acks.size() && acks[end].second == acks[i].second) ++end;
+    args.emplace_back(acks[i].second);
+    args.emplace_back(end - i);
+    for (; i < end; ++i) args.emplace_back(acks[i].first);
+  }
+}
+
 std::int64_t to_us(clock::duration d) noexcept {
   return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
 }
@@ -186,10 +205,8 @@ task<void> delay_queue::work() {
       args.emplace_back(o_.max_attempts);
       args.emplace_back(qopts_.max_payload_bytes);
       args.emplace_back(o_.max_claim_bytes);
-      for (const auto& [id, token] : carried) {
-        args.emplace_back(id);
-        args.emplace_back(token);
-      }
+      args.emplace_back(claim_record_jobs);
+      append_acks(carried, args);
       if (!carried.empty()) ++claims_carrying_acks_;
       const clock::time_point sent = now();
       next_claim_ = sent;  // on its way: acknowledgements done meanwhile wait for the one after
@@ -213,14 +230,14 @@ task<void> delay_queue::work() {
         const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
         count_dead(static_cast<std::uint64_t>(int_of((*r)[5])));
         const auto f = (*r)[1].elements();
-        const std::int64_t token = int_of((*r)[9]);  // one per claim, shared by its jobs
+        const std::int64_t first_token = int_of((*r)[9]);  // one per record of claim_record_jobs jobs
         for (std::size_t i = 0; i + 3 < f.size(); i += 4) {
           job j;
           j.id = f[i].str();
           j.payload = f[i + 1].str();
           j.due_ms = int_of(f[i + 2]);
           j.attempt = int_of(f[i + 3]);
-          j.token = token;
+          j.token = first_token + static_cast<std::int64_t>(i / 4 / claim_record_jobs);
           // Due `ahead` after the server's TIME, which was read before `replied`: starting
           // `ahead` after `replied` is never early. The lease was stamped after `sent`.
           const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
@@ -389,10 +406,7 @@ task<void> delay_queue::flush_acks() {
     batch.assign(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + static_cast<std::ptrdiff_t>(n)));
     acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
     args.clear();
-    for (const auto& [id, token] : batch) {
-      args.emplace_back(id);
-      args.emplace_back(token);
-    }
+    append_acks(batch, args);
     auto r = co_await call(ack_, args);
     ++stats_.ack_batches;
     if (r && r->is_integer()) {

@@ -146,6 +146,91 @@ TEST_F(redis_delay_queue_safety, a_running_job_cancelled_loses_its_lease_and_its
   }());
 }
 
+// One claim of three jobs writes one in-flight entry (its record): an acknowledgement of one
+// job leaves the others held, and when the record's lease expires the claim after re-queues the
+// two unacknowledged jobs (their attempt counted) and not the acknowledged one; their stale
+// acknowledgements are refused.
+TEST_F(redis_delay_queue_safety, an_expired_claim_record_requeues_only_its_unacknowledged_jobs_with_attempts_counted) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(*co_await q.schedule(id, id, wall_clock::now()));
+    std::map<std::string, std::vector<std::int64_t>> attempts;
+    std::optional<std::int64_t> entries;  // ZCARD {jobs}:inflight once "a" is acknowledged
+    auto handler = [&](const job& j) -> task<result<void>> {
+      auto& mine = attempts[j.id];
+      mine.push_back(j.attempt);
+      if (j.id == "a" || j.attempt > 1) co_return result<void>();
+      for (int i = 0; i < 300 && q.stats().acked < 1; ++i) co_await sleep_for(5ms);
+      if (j.id == "b") {
+        auto n = co_await c->command("ZCARD", "{jobs}:inflight");
+        if (n) entries = n->integer();
+        (void)co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
+      }
+      for (int i = 0; i < 300 && mine.size() < 2; ++i) co_await sleep_for(5ms);
+      co_return result<void>();  // refused: the record expired and the job was claimed again
+    };
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 500 && q.stats().acked + q.stats().lost_leases < 5; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    auto w = worker();
+    w.concurrency = 8;
+    co_await when_all(q.run(handler, w), scenario());
+    EXPECT_EQ(entries, std::optional<std::int64_t>(1));
+    EXPECT_EQ(attempts["a"], (std::vector<std::int64_t>{1}));
+    EXPECT_EQ(attempts["b"], (std::vector<std::int64_t>{1, 2}));
+    EXPECT_EQ(attempts["c"], (std::vector<std::int64_t>{1, 2}));
+    EXPECT_EQ(q.stats().acked, 3u);
+    EXPECT_EQ(q.stats().lost_leases, 2u);
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->due + d->in_flight + d->dead, 0);
+  }());
+}
+
+// Extending one job of a record prolongs the record (the lease of the jobs claimed with it),
+// and a shorter extension never shortens it.
+TEST_F(redis_delay_queue_safety, extending_a_job_prolongs_its_claim_record_and_never_shortens_it) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    for (const char* id : {"x", "y"}) EXPECT_TRUE(*co_await q.schedule(id, "", wall_clock::now()));
+    std::vector<std::optional<double>> left_s;  // the record's lease, seconds from now, after each extension
+    int started = 0;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      ++started;
+      for (int i = 0; i < 300 && started < 2; ++i) co_await sleep_for(5ms);
+      if (j.id == "y") co_await sleep_for(50ms);  // after x's
+      auto e = co_await q.extend(j, j.id == "x" ? 60s : 1s);
+      EXPECT_TRUE(e && *e);
+      auto score = co_await c->command("ZSCORE", "{jobs}:inflight", inflight_member(j));
+      auto t = co_await c->command("TIME");
+      if (score && t && score->is_string() && t->is_array()) {
+        const double now_ms = std::stod(std::string((*t)[0].str())) * 1e3 + std::stod(std::string((*t)[1].str())) / 1e3;
+        left_s.push_back((std::stod(std::string(score->str())) - now_ms) / 1e3);
+      } else {
+        left_s.push_back(std::nullopt);
+      }
+      co_return result<void>();
+    };
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 500 && q.stats().acked < 2; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    auto w = worker();
+    w.visibility = 5s;
+    co_await when_all(q.run(handler, w), scenario());
+    CO_ASSERT_TRUE(left_s.size() == 2u);
+    for (const auto& s : left_s) {
+      CO_ASSERT_TRUE(s.has_value());
+      EXPECT_GT(*s, 55.0);
+    }
+  }());
+}
+
 TEST_F(redis_delay_queue_safety, a_handler_runs_under_its_lease_and_can_extend_it) {
   run([&]() -> task<void> {
     auto c = co_await redis::client::connect(options());

@@ -14,8 +14,9 @@
 
 namespace cogwheel::redis_test {
 
-// A claimed job's member in {name}:inflight, its fencing record: "<token>:<id>".
-inline std::string inflight_member(const redis::job& j) { return std::to_string(j.token) + ":" + j.id; }
+// A claimed job's entry in {name}:inflight: its claim record, named by the record's token (the
+// jobs of one record share it; the record's ids are in {name}:claims).
+inline std::string inflight_member(const redis::job& j) { return std::to_string(j.token); }
 
 class queue_test : public ::testing::Test {
  protected:
