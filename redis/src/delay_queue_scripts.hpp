@@ -141,6 +141,8 @@ return n
 // `ack(from)`: ARGV[from..] are groups token, n, then n ids: the jobs of record `token` that
 // are done. Those still in their record are removed from it (one read and one write of the
 // record per group, whatever n: no command per job), and their payloads and attempts deleted.
+// Ids in the record's order (the worker's usual case: jobs end in their due order) are found by
+// one walk along the record; from the first one out of order on, by an index of the record.
 // -> how many were still held.
 #define COGWHEEL_REDIS_LUA_ACK                                                        \
   "local function ack(from)\n"                                                        \
@@ -150,12 +152,20 @@ return n
   "    local m, n = ARGV[i], tonumber(ARGV[i + 1])\n"                                 \
   "    local ids = record(m)\n"                                                       \
   "    if ids then\n"                                                                 \
-  "      local at, gone = {}, 0\n"                                                    \
-  "      for p, id in ipairs(ids) do at[id] = p end\n"                                \
+  "      local p, gone, at = 1, 0, nil\n"                                             \
   "      for j = i + 2, i + 1 + n do\n"                                               \
   "        local id = ARGV[j]\n"                                                      \
-  "        local p = at[id]\n"                                                        \
-  "        if p then at[id] = nil ids[p] = false gone = gone + 1 done[#done + 1] = id end\n" \
+  "        if not at then\n"                                                          \
+  "          while p <= #ids and ids[p] ~= id do p = p + 1 end\n"                     \
+  "          if p > #ids then\n"                                                      \
+  "            at = {}\n"                                                             \
+  "            for q, x in ipairs(ids) do if x then at[x] = q end end\n"              \
+  "          end\n"                                                                   \
+  "        end\n"                                                                     \
+  "        if at then p = at[id] at[id] = nil end\n"                                  \
+  "        if p and ids[p] == id then\n"                                              \
+  "          ids[p] = false gone = gone + 1 done[#done + 1] = id\n"                   \
+  "        end\n"                                                                     \
   "      end\n"                                                                       \
   "      if gone > 0 then keep(m, ids, gone) end\n"                                   \
   "    end\n"                                                                         \
@@ -181,12 +191,14 @@ return n
 // a payload over max_payload_bytes sends its job to the dead set. The jobs taken are the first
 // `taken` of the due set (ZRANGEBYSCORE from -inf lists them in rank order), removed by one
 // ZREMRANGEBYRANK.
-// -> {now, {id, payload, due, attempt, ...}, earliest due left or -1,
+// -> {now, {id, payload, due, ...}, earliest due left or -1,
 //     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
 //     seconds and microseconds of TIME read at the script's end (the reference of
 //     the workers' start times: the later it is read, the less a batch starts late),
 //     acknowledgements that held their lease, the first record's token (0: none taken; the
-//     job at index i of the list is in the record of token first + floor(i / claim_record_jobs))}
+//     job at index i of the list is in the record of token first + floor(i / claim_record_jobs)),
+//     {i, attempt, ...} for the jobs claimed before (the others are on their first attempt:
+//     no number per job in the common case)}
 inline constexpr const char* claim_lua =
     COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
 local acked = ack(8)
@@ -214,7 +226,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'WITHSCORES', 'LIMIT', 0, limit)
 local more = #due == 2 * limit and 1 or 0
-local out, attempts = {}, {}
+local out, attempts, later = {}, {}, {}
 local taken = 0
 local first = nil
 if #due > 0 then
@@ -246,16 +258,16 @@ if #due > 0 then
         records[#records + 1] = current
       end
       current[#current + 1] = id
-      local attempt = 1
       if tries[k] then  -- claimed before: count it (a first claim writes nothing)
-        attempt = tonumber(tries[k]) + 1
+        local attempt = tonumber(tries[k]) + 1
         attempts[#attempts + 1] = id
         attempts[#attempts + 1] = attempt
+        later[#later + 1] = #out / 3
+        later[#later + 1] = attempt
       end
       out[#out + 1] = id
       out[#out + 1] = payload
       out[#out + 1] = due[2 * k]
-      out[#out + 1] = attempt
     end
     taken = k
   end
@@ -275,7 +287,7 @@ end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local te = redis.call('TIME')  -- not frozen in a script: read last, it is the reply's own time
-return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, first or 0}
+return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, first or 0, later}
 )";
 
 // ARGV: groups token, n, n ids (see ack) -> how many still held their lease (and are done). A

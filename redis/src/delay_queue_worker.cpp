@@ -215,7 +215,7 @@ task<void> delay_queue::work() {
       const clock::time_point replied = now();
       ++stats_.claims;
       ++metrics_.claims;
-      if (!r || !r->is_array() || r->size() != 10 || !(*r)[1].is_array()) {
+      if (!r || !r->is_array() || r->size() != 11 || !(*r)[1].is_array() || !(*r)[10].is_array()) {
         wait_ms = error_backoff.count();
         error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
       } else {
@@ -231,13 +231,19 @@ task<void> delay_queue::work() {
         count_dead(static_cast<std::uint64_t>(int_of((*r)[5])));
         const auto f = (*r)[1].elements();
         const std::int64_t first_token = int_of((*r)[9]);  // one per record of claim_record_jobs jobs
-        for (std::size_t i = 0; i + 3 < f.size(); i += 4) {
+        const auto later = (*r)[10].elements();  // index, attempt of the jobs claimed before
+        std::size_t next_later = 0;
+        for (std::size_t i = 0; i + 2 < f.size(); i += 3) {
           job j;
           j.id = f[i].str();
           j.payload = f[i + 1].str();
           j.due_ms = int_of(f[i + 2]);
-          j.attempt = int_of(f[i + 3]);
-          j.token = first_token + static_cast<std::int64_t>(i / 4 / claim_record_jobs);
+          const auto index = i / 3;
+          if (next_later + 1 < later.size() && static_cast<std::size_t>(int_of(later[next_later])) == index) {
+            j.attempt = int_of(later[next_later + 1]);
+            next_later += 2;
+          }
+          j.token = first_token + static_cast<std::int64_t>(index / claim_record_jobs);
           // Due `ahead` after the server's TIME, which was read before `replied`: starting
           // `ahead` after `replied` is never early. The lease was stamped after `sent`.
           const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
