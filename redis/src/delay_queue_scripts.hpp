@@ -58,31 +58,30 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead,
   "local function claims(id) return tonumber(redis.call('HGET', KEYS[4], id) or '1') end\n" \
   "local function id_of(m) return string.match(m, '^%d+:(.*)$') or m end\n"
 
-// Claim records (see the top). `record(m)`: the ids of record m (a token, as text), or nil when
-// there is none (reaped, done, or a member of an older version). `keep(m, ids, gone)`: writes
-// back record m whose array `ids` has `gone` entries set to false (done), deleting the record
-// and its in-flight member when none is left. `take(m, id)`: removes id from record m; false
-// when it is not there (the lease was lost). O(ids in the record) each.
+// Claim records (see the top). A record is an array of its jobs' ids in the claim's order, in
+// which a job done is `false`: positions never move, so an acknowledgement names a job by its
+// position. `record(m)`: the array of record m (a token, as text), or nil when there is none
+// (reaped, done, or a member of an older version). `keep(m, ids)`: writes back record m after
+// entries of `ids` were set to false, deleting the record and its in-flight member when none is
+// left. `take(m, id)`: sets id's entry false; false when it is not there (the lease was lost).
+// O(claim_record_jobs) each.
 #define COGWHEEL_REDIS_LUA_RECORDS                                                       \
   "local function record(m)\n"                                                          \
   "  local r = redis.call('HGET', KEYS[5], m)\n"                                         \
   "  if r then return cmsgpack.unpack(r) end\n"                                          \
   "end\n"                                                                               \
-  "local function keep(m, ids, gone)\n"                                                 \
-  "  if gone >= #ids then\n"                                                             \
-  "    redis.call('HDEL', KEYS[5], m)\n"                                                 \
-  "    redis.call('ZREM', KEYS[2], m)\n"                                                 \
-  "    return\n"                                                                         \
-  "  end\n"                                                                               \
-  "  local left = {}\n"                                                                   \
-  "  for _, id in ipairs(ids) do if id then left[#left + 1] = id end end\n"             \
-  "  redis.call('HSET', KEYS[5], m, cmsgpack.pack(left))\n"                              \
+  "local function keep(m, ids)\n"                                                       \
+  "  for _, x in ipairs(ids) do\n"                                                       \
+  "    if x then redis.call('HSET', KEYS[5], m, cmsgpack.pack(ids)) return end\n"       \
+  "  end\n"                                                                             \
+  "  redis.call('HDEL', KEYS[5], m)\n"                                                   \
+  "  redis.call('ZREM', KEYS[2], m)\n"                                                   \
   "end\n"                                                                               \
   "local function take(m, id)\n"                                                         \
   "  local ids = record(m)\n"                                                            \
   "  if not ids then return false end\n"                                                 \
   "  for p, x in ipairs(ids) do\n"                                                       \
-  "    if x == id then ids[p] = false keep(m, ids, 1) return true end\n"                \
+  "    if x == id then ids[p] = false keep(m, ids) return true end\n"                    \
   "  end\n"                                                                               \
   "  return false\n"                                                                      \
   "end\n"
@@ -138,38 +137,30 @@ return n
   "  end\n"                                                                     \
   "end\n"
 
-// `ack(from)`: ARGV[from..] are groups token, n, then n ids: the jobs of record `token` that
-// are done. Those still in their record are removed from it (one read and one write of the
-// record per group, whatever n: no command per job), and their payloads and attempts deleted.
-// Ids in the record's order (the worker's usual case: jobs end in their due order) are found by
-// one walk along the record; from the first one out of order on, by an index of the record.
+// `ack(from)`: ARGV[from..] are groups token, k, then k ranges first, last (1-based positions,
+// inclusive): the jobs of record `token` that are done, by their position in it (the worker
+// sends ranges: jobs mostly end in their due order, so a whole record is usually one range, and
+// no id travels). Those still in their record are set done (one read and one write of the
+// record per group: no command per job), and their payloads and attempts deleted.
 // -> how many were still held.
 #define COGWHEEL_REDIS_LUA_ACK                                                        \
   "local function ack(from)\n"                                                        \
   "  local done = {}\n"                                                               \
   "  local i = from\n"                                                                \
   "  while i < #ARGV do\n"                                                            \
-  "    local m, n = ARGV[i], tonumber(ARGV[i + 1])\n"                                 \
+  "    local m, k = ARGV[i], tonumber(ARGV[i + 1])\n"                                 \
   "    local ids = record(m)\n"                                                       \
   "    if ids then\n"                                                                 \
-  "      local p, gone, at = 1, 0, nil\n"                                             \
-  "      for j = i + 2, i + 1 + n do\n"                                               \
-  "        local id = ARGV[j]\n"                                                      \
-  "        if not at then\n"                                                          \
-  "          while p <= #ids and ids[p] ~= id do p = p + 1 end\n"                     \
-  "          if p > #ids then\n"                                                      \
-  "            at = {}\n"                                                             \
-  "            for q, x in ipairs(ids) do if x then at[x] = q end end\n"              \
-  "          end\n"                                                                   \
-  "        end\n"                                                                     \
-  "        if at then p = at[id] at[id] = nil end\n"                                  \
-  "        if p and ids[p] == id then\n"                                              \
-  "          ids[p] = false gone = gone + 1 done[#done + 1] = id\n"                   \
+  "      local gone = #done\n"                                                        \
+  "      for r = i + 2, i + 2 * k, 2 do\n"                                            \
+  "        for p = tonumber(ARGV[r]), math.min(tonumber(ARGV[r + 1]), #ids) do\n"      \
+  "          local id = ids[p]\n"                                                     \
+  "          if id then ids[p] = false done[#done + 1] = id end\n"                    \
   "        end\n"                                                                     \
   "      end\n"                                                                       \
-  "      if gone > 0 then keep(m, ids, gone) end\n"                                   \
+  "      if #done > gone then keep(m, ids) end\n"                                     \
   "    end\n"                                                                         \
-  "    i = i + 2 + n\n"                                                               \
+  "    i = i + 2 + 2 * k\n"                                                           \
   "  end\n"                                                                           \
   "  if #done > 0 then\n"                                                             \
   "    bulk('HDEL', KEYS[3], done)\n"                                                 \
@@ -213,7 +204,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
   local ids = record(m)
   if ids then redis.call('HDEL', KEYS[5], m) else ids = {id_of(m)} end
   redis.call('ZREM', KEYS[2], m)
-  for _, id in ipairs(ids) do
+  for _, id in ipairs(ids) do if id then
     local tries = claims(id)
     if tries >= max_attempts then
       bury(id, 'visibility expired on attempt ' .. tries .. ' of ' .. max_attempts, tries)
@@ -222,7 +213,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
       redis.call('HSET', KEYS[4], id, tries)
       redis.call('ZADD', KEYS[1], now, id)
     end
-  end
+  end end
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'WITHSCORES', 'LIMIT', 0, limit)
 local more = #due == 2 * limit and 1 or 0
@@ -290,7 +281,7 @@ local te = redis.call('TIME')  -- not frozen in a script: read last, it is the r
 return {now, out, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, first or 0, later}
 )";
 
-// ARGV: groups token, n, n ids (see ack) -> how many still held their lease (and are done). A
+// ARGV: groups token, k, k ranges (see ack) -> how many still held their lease (and are done). A
 // worker with a claim coming soon sends them with the claim instead (claim_lua's ARGV[8..]).
 inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
 return ack(1)
@@ -350,8 +341,8 @@ return n
 inline constexpr const char* depth_lua = COGWHEEL_REDIS_LUA_RECORDS R"(
 local n = 0
 for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  local ids = record(m)
-  n = n + (ids and #ids or 1)
+  local ids = record(m) or {true}
+  for _, x in ipairs(ids) do if x then n = n + 1 end end
 end
 return {redis.call('ZCARD', KEYS[1]), n, redis.call('ZCARD', KEYS[6])}
 )";

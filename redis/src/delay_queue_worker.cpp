@@ -48,17 +48,26 @@ constexpr std::size_t max_ack_batch = 512;
 // O(claim_record_jobs), whatever the size of the claim.
 constexpr unsigned claim_record_jobs = 128;
 
-// Acknowledgements as ack_lua's groups: token, count, ids, one group per record (sorted by
-// token, so that a record is read and written once per batch). `acks` is reordered; `args`
-// refers to its ids.
-void append_acks(std::vector<std::pair<std::string, std::int64_t>>& acks, std::vector<command_arg>& args) {
-  std::stable_sort(acks.begin(), acks.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+// Acknowledgements as ack_lua's groups: token, k, then k ranges of positions (first, last),
+// one group per record (sorted by token and position, so that a record is read and written
+// once per batch and consecutive jobs make one range). `acks` is reordered.
+void append_acks(std::vector<std::pair<std::int64_t, std::uint32_t>>& acks, std::vector<command_arg>& args) {
+  std::sort(acks.begin(), acks.end());
   for (std::size_t i = 0; i < acks.size();) {
-    std::size_t end = i;
-    while (end < acks.size() && acks[end].second == acks[i].second) ++end;
-    args.emplace_back(acks[i].second);
-    args.emplace_back(end - i);
-    for (; i < end; ++i) args.emplace_back(acks[i].first);
+    const std::int64_t token = acks[i].first;
+    args.emplace_back(token);
+    const std::size_t count_at = args.size();
+    args.emplace_back(0);
+    std::size_t ranges = 0;
+    while (i < acks.size() && acks[i].first == token) {
+      const std::uint32_t first = acks[i].second;
+      std::uint32_t last = first;
+      for (++i; i < acks.size() && acks[i].first == token && acks[i].second <= last + 1; ++i) last = acks[i].second;
+      args.emplace_back(first);
+      args.emplace_back(last);
+      ++ranges;
+    }
+    args[count_at] = command_arg(ranges);
   }
 }
 
@@ -186,7 +195,7 @@ task<void> delay_queue::work() {
   auto error_backoff = std::chrono::milliseconds(10);
   const std::int64_t lookahead = o_.lookahead.count();
   // Reused by every claim: the acknowledgements it carries and its arguments.
-  std::vector<std::pair<std::string, std::int64_t>> carried;
+  std::vector<done_job> carried;
   std::vector<command_arg> args;
   while (!stopping_) {
     std::int64_t wait_ms = o_.max_wait.count();
@@ -244,6 +253,7 @@ task<void> delay_queue::work() {
             next_later += 2;
           }
           j.token = first_token + static_cast<std::int64_t>(index / claim_record_jobs);
+          j.position_ = static_cast<std::uint32_t>(index % claim_record_jobs) + 1;
           // Due `ahead` after the server's TIME, which was read before `replied`: starting
           // `ahead` after `replied` is never early. The lease was stamped after `sent`.
           const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
@@ -354,7 +364,7 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
     h.lease = nullptr;
     j.lease_ = nullptr;
     if (outcome) {
-      acks_.emplace_back(std::move(j.id), j.token);
+      acks_.emplace_back(j.token, j.position_);
       if (!acking_) {
         acking_ = true;
         spawn(flush_acks());
@@ -383,7 +393,7 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
 // meanwhile. A refused acknowledgement (the lease was lost) counts in lost_leases; a failed
 // one leaves the jobs in flight: they run again after their lease (at-least-once).
 task<void> delay_queue::flush_acks() {
-  std::vector<std::pair<std::string, std::int64_t>> batch;
+  std::vector<done_job> batch;
   std::vector<command_arg> args;
   for (;;) {
     if (o_.ack_delay.count() > 0 && !stopping_) {  // gather the jobs done meanwhile

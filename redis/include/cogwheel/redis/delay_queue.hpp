@@ -73,6 +73,7 @@ struct job {
  private:
   friend class delay_queue;
   deadline* lease_ = nullptr;  // the handler's deadline, moved by delay_queue::extend
+  std::uint32_t position_ = 0;  // in its claim record (1-based), named by its acknowledgement
 };
 
 /// Queue-wide bounds (producers and workers alike).
@@ -247,8 +248,10 @@ class delay_queue {
   unsigned held_ = 0;           // jobs claimed, waiting for their due time on the wheel
   held* held_list_ = nullptr;   // every job of run_job not yet finished (held or running)
   std::error_code fatal_;       // why work() gave up on its own (a paused clock)
-  // Jobs done, acknowledged together (id, token) while the previous batch is on its way.
-  std::vector<std::pair<std::string, std::int64_t>> acks_;
+  // Jobs done, acknowledged together while the previous batch is on its way: (token, position
+  // in the claim record of that token, 1-based).
+  using done_job = std::pair<std::int64_t, std::uint32_t>;
+  std::vector<done_job> acks_;
   bool acking_ = false;
   std::int64_t sleeping_until_ms_ = 0;  // Redis time the worker sleeps until
   // Local time of work()'s next claim, which carries the acknowledgements gathered by then
