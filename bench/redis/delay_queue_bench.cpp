@@ -19,6 +19,7 @@
 //
 // Usage: delay_queue_bench [--pending=1000000] [--jobs=10000] [--seconds=5] [--rounds=5]
 //        [--throughput=200000] [--ack-delay=100: ms, the lookahead workers' ack_delay]
+//        [--tick-us=1000: the firing workers' runtime_options::tick, in us]
 //        [--kinds=0123: which worker kinds run, by their index above]
 //        [--verbose: INFO commandstats of each round on stderr]
 // Needs redis-server on PATH.
@@ -56,6 +57,7 @@ struct config {
   unsigned workers = 2;
   bool verbose = false;
   int ack_delay_ms = 100;      // the lookahead kind's worker_options::ack_delay
+  int tick_us = 1000;          // the workers' runtime_options::tick
   std::string kinds = "0123";  // which worker kinds run (digits: indexes into kind_names)
 };
 
@@ -155,7 +157,7 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
   std::atomic<bool> done{false};
   const double cpu0 = cpu_seconds(redis_pid);
   const auto fire0 = clock::now();
-  runtime rt(runtime_options{.cores = cfg.workers});
+  runtime rt(runtime_options{.cores = cfg.workers, .tick = std::chrono::microseconds(cfg.tick_us)});
   rt.run([&](unsigned core) -> task<void> {
     auto c = co_await redis::client::connect(options(port));
     if (!c) co_return;
@@ -300,10 +302,11 @@ int main(int argc, char** argv) {
     else if (a.rfind("--rounds=", 0) == 0) cfg.rounds = value("--rounds=");
     else if (a.rfind("--throughput=", 0) == 0) cfg.throughput = value("--throughput=");
     else if (a.rfind("--ack-delay=", 0) == 0) cfg.ack_delay_ms = value("--ack-delay=");
+    else if (a.rfind("--tick-us=", 0) == 0) cfg.tick_us = value("--tick-us=");
     else if (a.rfind("--kinds=", 0) == 0) cfg.kinds = a.substr(8);
     else if (a == "--verbose") cfg.verbose = true;
     else {
-      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--kinds=0123] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--tick-us=US] [--kinds=0123] [--verbose]\n", argv[0]);
       return 2;
     }
   }

@@ -7,16 +7,16 @@
 // (INCR: one counter per queue, so the tokens of one job only grow, across retries, expiries,
 // requeues and re-schedules of its id). A record is one member of {name}:inflight, its token
 // ("<token>", scored with the lease expiry of its jobs), and one field of {name}:claims, token
-// -> the ids of its jobs not yet done (a MessagePack array). A claim of k jobs thus writes
-// k / claim_record_jobs entries, not k, and a job's token names its record. ack, fail, extend
-// and release (hand back) name the record by the token they hold and do nothing unless the job
-// is still in it: a worker whose lease expired cannot remove, retry or prolong the claim of the
+// -> its jobs' ids in claim order, a job done being false (a MessagePack array). A claim of k
+// jobs thus writes k / claim_record_jobs entries, not k, and a job's token names its record.
+// ack (by the job's position in the record), fail, extend and release (hand back, by id) name
+// the record by the token they hold and do nothing unless the job is still in it: a worker whose lease expired cannot remove, retry or prolong the claim of the
 // worker that took the job after it (its record is gone: an expired record is reaped whole, its
 // jobs due again; the next claim puts the job in a record with a greater token). A job is in at
 // most one record: it is claimed only from {name}:due, where its id is once, and schedule refuses
 // an id whose payload exists (a cancelled running job leaves its record first). Whatever takes a
-// job out of its record rewrites the record (at most claim_record_jobs ids) or, when it was the
-// last, deletes it with its in-flight member: no record outlives its jobs.
+// job out of its record rewrites the record (at most claim_record_jobs entries) or, when it was
+// the last, deletes it with its in-flight member: no record outlives its jobs.
 // Versions before wrote one in-flight member per job ("<token>:<id>", or the plain id, with
 // {name}:lease id -> token): such a member has no record; it is reaped as that one job when it
 // expires, and acknowledged by nothing (it runs again).

@@ -4,8 +4,10 @@
 ///
 /// Keys (the {name} hash tag keeps them in one Cluster slot):
 ///   {name}:due       ZSET id -> due time (ms since the epoch, Redis's clock)
-///   {name}:inflight  ZSET "<token>:<id>" -> lease expiry of a claimed job: the entry is the
-///                    fencing record of its claim (token: see below)
+///   {name}:inflight  ZSET "<token>" -> lease expiry of a claim record: up to 128 jobs of one
+///                    claim, fenced by the record's token (see below)
+///   {name}:claims    HASH "<token>" -> the record's job ids in claim order, a job done being
+///                    false (MessagePack array): which jobs the record still holds
 ///   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far (no entry:
 ///                    none, or this one for a job in flight)
 ///   {name}:token     the counter tokens come from (INCR)
@@ -14,10 +16,10 @@
 ///
 /// Guarantees: at-least-once; never before its due time by Redis's TIME (a prefetched job
 /// starts at the local time the claim's reply arrived + (due - the server's TIME in that
-/// reply)); every claim carries a fencing token, greater than every earlier token of the job,
-/// and acknowledging, failing, extending or handing back a job is refused by the server unless
-/// the token is the job's current one. A handler runs under a deadline that ends a margin before
-/// its lease; a worker that stalls past it (a stopped process, a long GC-like pause) loses the
+/// reply)); every claim record carries a fencing token, greater than every earlier token of
+/// its jobs, and acknowledging, failing, extending or handing back a job is refused by the
+/// server unless the token is the job's current one (the job is still in that record). A
+/// handler runs under a deadline that ends a margin before its lease; a worker that stalls past it (a stopped process, a long GC-like pause) loses the
 /// job to the next claimant and its late reports are refused: side effects that must not happen
 /// twice compare job::token (see docs/redis.md, "Fencing").
 ///
@@ -65,7 +67,7 @@ struct job {
   std::int64_t due_ms = 0;   ///< as scheduled, ms since the epoch (Redis's clock)
   std::int64_t attempt = 1;  ///< claims of this job so far, this one included
   /// The claim's fencing token: greater than every earlier claim's of this job (the jobs of
-  /// one claim share it; it is compared per job). A side effect
+  /// one claim record, up to 128 of one claim, share it; it is checked per job). A side effect
   /// that must not be done twice is stored with it and refused when the store already holds a
   /// newer one (docs/redis.md, "Fencing").
   std::int64_t token = 0;
@@ -185,8 +187,9 @@ class delay_queue {
   task<result<bool>> reschedule(std::string id, wall_clock::time_point due);
 
   /// From a running handler: prolongs the job's lease to `visibility` from now (Redis's
-  /// clock) and moves the handler's deadline with it. false: the lease was lost (another
-  /// claim holds the job; stop working on it).
+  /// clock) and moves the handler's deadline with it. The lease is its claim record's, so the
+  /// jobs claimed with it (held by this worker) are prolonged too; a lease is never shortened.
+  /// false: the lease was lost (another claim holds the job; stop working on it).
   task<result<bool>> extend(const job& j, std::chrono::milliseconds visibility);
 
   /// How many jobs are due (pending), in flight and dead.
