@@ -125,6 +125,7 @@ bool timer_wheel::mostly_pushed(slot& sl, tick_t end_tick) noexcept {
     while (i < stop && detail::is_hole(sl.at(i))) ++i;
     if (i == stop) continue;
     ++seen;
+    detail::cover([](detail::wheel_coverage& c) { ++c.sample_nodes; });
     if (sl.at(i)->tick_ >= end_tick) ++pushed;
   }
   return pushed > 0 && pushed * 4 >= seen;
@@ -185,23 +186,40 @@ void timer_wheel::visit(unsigned level) {
   const std::uint32_t stop =
       v.cursor + chunk < size ? static_cast<std::uint32_t>(v.cursor + chunk) : size;
   // Prefetching runs 16 entries ahead, into the next step's first entries too: a step starts
-  // on nodes already in cache instead of paying 16 serial misses.
-  const std::uint32_t reach = stop + 16 < size ? stop + 16 : size;
-  for (std::uint32_t i = v.cursor; i < stop; ++i) {
-    if (i + 16 < reach && !detail::is_hole(sl.at(i + 16))) __builtin_prefetch(sl.at(i + 16));
-    timer_node* n = sl.at(i);
-    if (detail::is_hole(n) || n->tick_ < end_tick) continue;
-    sl.make_hole(i);
-    --sl.live;
-    detail::cover([](detail::wheel_coverage& c) { ++c.visit_moves; });
-    ++moved_;
-    file(*n, n->tick_);  // a later slot, never this one
-    if (sl.live == 0) {
-      detail::cover([](detail::wheel_coverage& c) { ++c.visit_emptied; });
-      sl.release(pool_);
-      occupied_[level] &= ~(std::uint64_t{1} << s);
-      v = visit_state{};
-      return;
+  // on nodes already in cache instead of paying 16 serial misses. The entries are walked a
+  // block at a time through a plain pointer (a visit reads ~0.35 entries per heartbeat of an
+  // idle connection at 1e6: the loop's instructions are a good part of a heartbeat's cost).
+  constexpr std::uint32_t ahead = 16;
+  const std::uint32_t reach = stop + ahead < size ? stop + ahead : size;
+  std::uint32_t i = v.cursor;
+  while (i < stop) {
+    timer_node** const e = sl.blocks[i >> detail::block_bits]->entries;
+    const std::uint32_t base = i & ~(detail::block_entries - 1);
+    const std::uint32_t block_stop = stop - base < detail::block_entries ? stop : base + detail::block_entries;
+    for (; i < block_stop; ++i) {
+      const std::uint32_t j = i + ahead;
+      if (j < reach) {
+        timer_node* const p = j - base < detail::block_entries ? e[j - base] : sl.at(j);
+        if (!detail::is_hole(p)) __builtin_prefetch(p);
+      }
+      timer_node* const n = e[i - base];
+      detail::cover([](detail::wheel_coverage& c) { ++c.visit_entries; });
+      if (detail::is_hole(n)) continue;
+      detail::cover([](detail::wheel_coverage& c) { ++c.visit_nodes; });
+      if (n->tick_ < end_tick) continue;
+      e[i - base] = detail::hole_linking(sl.hole);
+      sl.hole = i;
+      --sl.live;
+      detail::cover([](detail::wheel_coverage& c) { ++c.visit_moves; });
+      ++moved_;
+      refile(*n);  // a later slot, never this one
+      if (sl.live == 0) {
+        detail::cover([](detail::wheel_coverage& c) { ++c.visit_emptied; });
+        sl.release(pool_);
+        occupied_[level] &= ~(std::uint64_t{1} << s);
+        v = visit_state{};
+        return;
+      }
     }
   }
   v.cursor = static_cast<std::uint32_t>(stop);
@@ -217,19 +235,30 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   elapsed_ = e.tick;
   const std::uint32_t count = scratch_.size;
   detail::entry_block* const* blocks = scratch_.blocks.data();  // scratch_ is not touched below
-  const auto entry = [blocks](std::uint32_t i) {
-    return blocks[i >> detail::block_bits]->entries[i & (detail::block_entries - 1)];
-  };
-  for (std::uint32_t i = 0; i < count; ++i) {
-    if (i + 64 < count && !detail::is_hole(entry(i + 64))) __builtin_prefetch(entry(i + 64), 1);
-    timer_node* n = entry(i);
-    if (detail::is_hole(n)) continue;
-    if (n->tick_ <= now) {
-      --size_;
-      batch_.add(*n);
-    } else {
-      ++moved_;
-      file(*n, n->tick_);
+  // Walked a block at a time through a plain pointer, prefetching 64 entries ahead (into the
+  // next block near a block's end): at 1e6 idle connections this loop and visit()'s are where
+  // the wheel's share of a heartbeat goes, so every instruction per entry counts.
+  constexpr std::uint32_t ahead = 64;
+  for (std::uint32_t base = 0; base < count; base += detail::block_entries) {
+    timer_node* const* const ents = blocks[base >> detail::block_bits]->entries;
+    const std::uint32_t left = count - base;  // entries from this block's first to the end
+    const std::uint32_t in_block = left < detail::block_entries ? left : detail::block_entries;
+    timer_node* const* const next = left > detail::block_entries ? blocks[(base >> detail::block_bits) + 1]->entries : nullptr;
+    for (std::uint32_t k = 0; k < in_block; ++k) {
+      const std::uint32_t j = k + ahead;  // < 2 blocks: ahead < block_entries
+      timer_node* const p = j < in_block ? ents[j] : j < left ? next[j - detail::block_entries] : nullptr;
+      if (p != nullptr && !detail::is_hole(p)) __builtin_prefetch(p, 1);
+      timer_node* n = ents[k];
+      if (detail::is_hole(n)) continue;
+      detail::cover([](detail::wheel_coverage& c) { ++c.due_nodes; });
+      if (n->tick_ <= now) {
+        --size_;
+        batch_.add(*n);
+      } else {
+        detail::cover([](detail::wheel_coverage& c) { ++c.cascade_moves; });
+        ++moved_;
+        refile(*n);
+      }
     }
   }
   scratch_.release(pool_);

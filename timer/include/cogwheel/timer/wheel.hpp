@@ -235,6 +235,32 @@ class timer_wheel {
     add_to(id, n);
   }
 
+  // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
+  // after elapsed_. The common case, an append to a slot that has no hole, a block with room
+  // and no visit to wake, is inline here; anything else takes file(). At a million timers this
+  // runs about once per two heartbeats of an idle connection, so its instructions are most of
+  // what a heartbeat costs the wheel (docs/timer.md, "Idle deadlines at scale").
+  void refile(timer_node& n) {
+    const tick_t t = n.tick_;
+    assert(t > elapsed_);
+    const unsigned level = detail::level_for(elapsed_, t);
+    const unsigned s = detail::slot_for(t, level);
+    const auto id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
+    slot& sl = slots_[id];
+    const std::uint32_t i = sl.size;
+    if (sl.hole != detail::no_hole || (i & (detail::block_entries - 1)) == 0 || i + 1 == visit_min_live_) {
+      file(n, t);
+      return;
+    }
+    occupied_[level] |= std::uint64_t{1} << s;
+    detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
+    ++sl.live;
+    sl.size = i + 1;
+    sl.blocks[i >> detail::block_bits]->entries[i & (detail::block_entries - 1)] = &n;
+    n.slot_ = id;
+    n.pos_ = i;
+  }
+
   // A slot whose entries (live and holes) just reached visit_min_live_ wakes its level's
   // visits: the visit of a slot with fewer entries sleeps until the slot comes due (visit()),
   // as it cannot hold that many live nodes without appending. Only appends check the size.
