@@ -27,20 +27,28 @@ std::size_t timer_wheel::memory_bytes() const noexcept {
   return bytes;
 }
 
-std::optional<timer_wheel::expiration> timer_wheel::next_expiration() const noexcept {
-  // The lowest occupied level holds the earliest slot: every slot of level L starts after the
-  // span of level L-1 that contains elapsed_. Within a level, occupied slots are never before
-  // elapsed_'s own slot (invariant kept by advance), so the first set bit from there wins.
+inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() const noexcept {
+  // Each level is a ring (detail::ring_level): its next occupied slot is the first set bit at or
+  // after elapsed_'s own slot, wrapping around. Across levels the earliest start wins; no slot
+  // of level L starts before elapsed_ rounded up to L's slot span, and that bound grows with L,
+  // so the search stops at the first level whose bound is not below the best start found.
+  // (Inside advance(), where process() sets elapsed_ to the start of the slot it empties, a
+  // slot of another level may start at that very tick: its distance is 0, and it comes next.)
+  std::optional<expiration> best;
   for (unsigned level = 0; level < level_count; ++level) {
+    const unsigned shift = level * detail::slot_bits;
+    // elapsed_ rounded up to a multiple of the level's span (0 stays 0: the sum wraps)
+    if (best && best->tick <= (((elapsed_ - 1) >> shift) + 1) << shift) break;
     const std::uint64_t occupied = occupied_[level];
     if (occupied == 0) continue;
-    const unsigned here = detail::slot_for(elapsed_, level);
-    const std::uint64_t ahead = occupied & (~std::uint64_t{0} << here);
-    assert(ahead == occupied && "a slot behind the wheel's time is occupied");
-    const unsigned s = static_cast<unsigned>(std::countr_zero(ahead));
-    return expiration{level, s, detail::level_start(elapsed_, level) + s * detail::slot_span(level)};
+    const tick_t base = elapsed_ >> shift;
+    const auto here = static_cast<unsigned>(base) & (slots_per_level - 1);
+    const auto ahead = static_cast<unsigned>(std::countr_zero(std::rotr(occupied, static_cast<int>(here))));
+    const tick_t start = (base + ahead) << shift;
+    if (!best || start < best->tick)
+      best = expiration{level, (here + ahead) & (slots_per_level - 1), start};
   }
-  return std::nullopt;
+  return best;
 }
 
 std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
@@ -133,13 +141,15 @@ bool timer_wheel::mostly_pushed(slot& sl, tick_t end_tick) noexcept {
 
 void timer_wheel::visit(unsigned level) {
   constexpr std::uint64_t chunk_min = 64;
-  const unsigned s = static_cast<unsigned>(std::countr_zero(occupied_[level]));
+  const unsigned here = detail::slot_for(elapsed_, level);
+  const auto slots_ahead = static_cast<unsigned>(std::countr_zero(std::rotr(occupied_[level], static_cast<int>(here))));
+  const unsigned s = (here + slots_ahead) & (slots_per_level - 1);
   const auto id = static_cast<std::uint16_t>(level * slots_per_level + s);
   visit_state& v = visits_[level];
   if (v.slot != id) v = visit_state{elapsed_, 0, 0, id};
   if (elapsed_ < v.next_tick) return;
   slot& sl = slots_[id];
-  const tick_t start = detail::level_start(elapsed_, level) + s * detail::slot_span(level);
+  const tick_t start = detail::ring_start(elapsed_, level, slots_ahead);
   const tick_t end_tick = start + detail::slot_span(level);
   const tick_t left = start - elapsed_;  // >= 1: every occupied slot starts after elapsed_
   const std::uint32_t size = sl.size;
@@ -189,7 +199,7 @@ void timer_wheel::visit(unsigned level) {
   // on nodes already in cache instead of paying 16 serial misses. The entries are walked a
   // block at a time through a plain pointer (a visit reads ~0.35 entries per heartbeat of an
   // idle connection at 1e6: the loop's instructions are a good part of a heartbeat's cost).
-  constexpr std::uint32_t ahead = 16;
+  constexpr std::uint32_t ahead = 32;
   const std::uint32_t reach = stop + ahead < size ? stop + ahead : size;
   std::uint32_t i = v.cursor;
   while (i < stop) {
@@ -200,7 +210,7 @@ void timer_wheel::visit(unsigned level) {
       const std::uint32_t j = i + ahead;
       if (j < reach) {
         timer_node* const p = j - base < detail::block_entries ? e[j - base] : sl.at(j);
-        if (!detail::is_hole(p)) __builtin_prefetch(p);
+        if (!detail::is_hole(p)) __builtin_prefetch(p, 1);
       }
       timer_node* const n = e[i - base];
       detail::cover([](detail::wheel_coverage& c) { ++c.visit_entries; });

@@ -224,7 +224,7 @@ class timer_wheel {
     n.tick_ = t;
     std::uint16_t id = overdue_slot;
     if (t > elapsed_) {
-      const unsigned level = detail::level_for(elapsed_, t);
+      const unsigned level = detail::ring_level(elapsed_, t);
       const unsigned s = detail::slot_for(t, level);
       id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
       occupied_[level] |= std::uint64_t{1} << s;
@@ -243,7 +243,7 @@ class timer_wheel {
   void refile(timer_node& n) {
     const tick_t t = n.tick_;
     assert(t > elapsed_);
-    const unsigned level = detail::level_for(elapsed_, t);
+    const unsigned level = detail::ring_level(elapsed_, t);
     const unsigned s = detail::slot_for(t, level);
     const auto id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
     slot& sl = slots_[id];
