@@ -3,6 +3,11 @@
 /// level) with O(1) schedule, cancel and reschedule, and batched advance whose cost follows the
 /// occupied slots it visits and the timers it expires, never the ticks that elapsed.
 ///
+/// Each level is a ring: a deadline sits at the lowest level where its slot is fewer than 64
+/// slots ahead of the wheel's own slot there (detail::ring_level), so a deadline 3 s ahead is
+/// always in a 64 ms slot, whether or not it crosses a 4,096 ms boundary. A slot comes due at
+/// its first tick, and its nodes move down a level (or fire, or, pushed later, move on).
+///
 /// Slots are arrays of node pointers rather than intrusive lists: a node knows its index, so
 /// cancel touches only the node and its own entry, never list neighbours, which at a million
 /// timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
