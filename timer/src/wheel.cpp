@@ -34,21 +34,27 @@ inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() con
   // so the search stops at the first level whose bound is not below the best start found.
   // (Inside advance(), where process() sets elapsed_ to the start of the slot it empties, a
   // slot of another level may start at that very tick: its distance is 0, and it comes next.)
-  std::optional<expiration> best;
+  tick_t best = ~tick_t{0};
+  unsigned best_level = level_count;
+  unsigned best_slot = 0;
   for (unsigned level = 0; level < level_count; ++level) {
     const unsigned shift = level * detail::slot_bits;
     // elapsed_ rounded up to a multiple of the level's span (0 stays 0: the sum wraps)
-    if (best && best->tick <= (((elapsed_ - 1) >> shift) + 1) << shift) break;
+    if (best <= (((elapsed_ - 1) >> shift) + 1) << shift) break;
     const std::uint64_t occupied = occupied_[level];
     if (occupied == 0) continue;
     const tick_t base = elapsed_ >> shift;
     const auto here = static_cast<unsigned>(base) & (slots_per_level - 1);
     const auto ahead = static_cast<unsigned>(std::countr_zero(std::rotr(occupied, static_cast<int>(here))));
     const tick_t start = (base + ahead) << shift;
-    if (!best || start < best->tick)
-      best = expiration{level, (here + ahead) & (slots_per_level - 1), start};
+    if (start < best) {
+      best = start;
+      best_level = level;
+      best_slot = (here + ahead) & (slots_per_level - 1);
+    }
   }
-  return best;
+  if (best_level == level_count) return std::nullopt;
+  return expiration{best_level, best_slot, best};
 }
 
 std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
