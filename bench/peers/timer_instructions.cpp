@@ -6,6 +6,11 @@
 //   schedule_cancel  schedule a spare timer among N pending ones and cancel it at once
 //   expire           schedule N timers 1..60,000 ms ahead and advance 1 ms at a time until all
 //                    fired (OPS is the number of such rounds)
+//   idle             idle_bench's pattern on the bare wheel (wheel only): N connections whose
+//                    3 s deadline a heartbeat every 500..1499 ms pushes to now + 3 s, 10% silent
+//                    after 1..5 heartbeats, OPS ms in 1 ms steps; advance() runs in
+//                    measured_idle_advance, the heartbeat's reschedule in measured_idle_reset,
+//                    and the heartbeat count is printed (issue 27 item 8, docs/timer.md)
 // Queues: cogwheel's timer_wheel, and ratas when built with it (COGWHEEL_PEER_RATAS).
 // Usage: timer_instructions QUEUE WORKLOAD N OPS. The measured loop is measured_<workload>.
 #include <chrono>
@@ -96,6 +101,64 @@ template <class Q>
   while (!q.empty()) q.tick();
 }
 
+// The idle pattern's two halves, each its own function so that callgrind can count them apart.
+[[gnu::noinline]] void measured_idle_advance(cogwheel::timer::timer_wheel& w, cogwheel::timer::clock::time_point now) {
+  w.advance(now);
+}
+[[gnu::noinline]] void measured_idle_reset(cogwheel::timer::timer_wheel& w, cogwheel::timer::timer_node& n,
+                                           cogwheel::timer::clock::time_point deadline) {
+  w.reschedule(n, deadline);
+}
+
+// A connection record of about a coroutine frame's size, the node first (as in idle_bench).
+struct idle_connection {
+  cogwheel::timer::timer_node node;
+  std::uint64_t rng = 0;
+  long beats = -1;  // heartbeats left before it goes silent; < 0: never
+  bool kicked = false;
+  char frame[128] = {};
+};
+
+int run_idle(std::size_t n, std::size_t ms) {
+  const cogwheel::timer::clock::time_point start{milliseconds(1'000'000'000)};
+  auto conns = std::make_unique<idle_connection[]>(n);
+  cogwheel::timer::timer_wheel w(1ms, start);
+  std::vector<std::vector<std::uint32_t>> due(ms);
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    idle_connection& c = conns[i];
+    c.rng = i + 1;
+    c.beats = xorshift(x) % 10 == 0 ? static_cast<long>(1 + xorshift(x) % 5) : -1;
+    c.node.set_on_expire([](cogwheel::timer::timer_node& node) noexcept {
+      reinterpret_cast<idle_connection&>(node).kicked = true;  // node is the first member
+    });
+    w.schedule(c.node, start + 3s);
+    const std::size_t at = 500 + xorshift(c.rng) % 1000;
+    if (at < ms) due[at].push_back(static_cast<std::uint32_t>(i));
+  }
+  std::uint64_t heartbeats = 0;
+  for (std::size_t t = 0; t < ms; ++t) {
+    const auto now = start + milliseconds(t);
+    measured_idle_advance(w, now);
+    std::vector<std::uint32_t> list;
+    list.swap(due[t]);
+    for (const std::uint32_t id : list) {
+      idle_connection& c = conns[id];
+      if (c.kicked) continue;
+      ++heartbeats;
+      measured_idle_reset(w, c.node, now + 3s);
+      if (c.beats < 0 || --c.beats > 0) {
+        const std::size_t at = t + 500 + xorshift(c.rng) % 1000;
+        if (at < ms) due[at].push_back(id);
+      }
+    }
+  }
+  std::printf("heartbeats %llu moved %llu\n", static_cast<unsigned long long>(heartbeats),
+              static_cast<unsigned long long>(w.moved()));
+  for (std::size_t i = 0; i < n; ++i) w.cancel(conns[i].node);
+  return 0;
+}
+
 template <class Q>
 int run(const char* workload, std::size_t n, std::size_t ops) {
   Q q(n);
@@ -127,12 +190,13 @@ int run(const char* workload, std::size_t n, std::size_t ops) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s wheel|ratas churn|schedule_cancel|expire N OPS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s wheel|ratas churn|schedule_cancel|expire|idle N OPS\n", argv[0]);
     return 2;
   }
   const std::size_t n = std::strtoull(argv[3], nullptr, 0);
   const std::size_t ops = std::strtoull(argv[4], nullptr, 0);
   if (n == 0 || ops == 0) return 2;
+  if (std::strcmp(argv[1], "wheel") == 0 && std::strcmp(argv[2], "idle") == 0) return run_idle(n, ops);
   if (std::strcmp(argv[1], "wheel") == 0) return run<cogwheel_timers>(argv[2], n, ops);
 #ifdef COGWHEEL_PEER_RATAS
   if (std::strcmp(argv[1], "ratas") == 0) return run<ratas_queue>(argv[2], n, ops);

@@ -52,11 +52,11 @@ const char* timer_wheel::invariant_violation() const noexcept {
     if (wheel_slot) {
       const bool bit = (occupied_[level] >> index & 1) != 0;
       if (bit != (sl.live > 0)) return "an occupancy bit disagrees with its slot's live count";
-      start = detail::level_start(elapsed_, level) + index * detail::slot_span(level);
+      const unsigned ahead = detail::ring_ahead(elapsed_, level, index);
+      start = detail::ring_start(elapsed_, level, ahead);
       if (sl.live > 0) {
+        if (ahead == 0) return "the wheel's own slot of a level is occupied";
         if (start <= elapsed_) return "an occupied slot starts at or behind the wheel's time";
-        if (index < detail::slot_for(elapsed_, level))
-          return "an occupied slot lies behind the wheel's time in its level";
         if (!earliest_start || start < *earliest_start) earliest_start = start;
       }
     }

@@ -3,6 +3,11 @@
 /// level) with O(1) schedule, cancel and reschedule, and batched advance whose cost follows the
 /// occupied slots it visits and the timers it expires, never the ticks that elapsed.
 ///
+/// Each level is a ring: a deadline sits at the lowest level where its slot is fewer than 64
+/// slots ahead of the wheel's own slot there (detail::ring_level), so a deadline 3 s ahead is
+/// always in a 64 ms slot, whether or not it crosses a 4,096 ms boundary. A slot comes due at
+/// its first tick, and its nodes move down a level (or fire, or, pushed later, move on).
+///
 /// Slots are arrays of node pointers rather than intrusive lists: a node knows its index, so
 /// cancel touches only the node and its own entry, never list neighbours, which at a million
 /// timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
@@ -224,7 +229,7 @@ class timer_wheel {
     n.tick_ = t;
     std::uint16_t id = overdue_slot;
     if (t > elapsed_) {
-      const unsigned level = detail::level_for(elapsed_, t);
+      const unsigned level = detail::ring_level(elapsed_, t);
       const unsigned s = detail::slot_for(t, level);
       id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
       occupied_[level] |= std::uint64_t{1} << s;
@@ -233,6 +238,32 @@ class timer_wheel {
       detail::cover([](detail::wheel_coverage& c) { ++c.filed_overdue; });
     }
     add_to(id, n);
+  }
+
+  // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
+  // after elapsed_. The common case, an append to a slot that has no hole, a block with room
+  // and no visit to wake, is inline here; anything else takes file(). At a million timers this
+  // runs about once per two heartbeats of an idle connection, so its instructions are most of
+  // what a heartbeat costs the wheel (docs/timer.md, "Idle deadlines at scale").
+  void refile(timer_node& n) {
+    const tick_t t = n.tick_;
+    assert(t > elapsed_);
+    const unsigned level = detail::ring_level(elapsed_, t);
+    const unsigned s = detail::slot_for(t, level);
+    const auto id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
+    slot& sl = slots_[id];
+    const std::uint32_t i = sl.size;
+    if (sl.hole != detail::no_hole || (i & (detail::block_entries - 1)) == 0 || i + 1 == visit_min_live_) {
+      file(n, t);
+      return;
+    }
+    occupied_[level] |= std::uint64_t{1} << s;
+    detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
+    ++sl.live;
+    sl.size = i + 1;
+    sl.blocks[i >> detail::block_bits]->entries[i & (detail::block_entries - 1)] = &n;
+    n.slot_ = id;
+    n.pos_ = i;
   }
 
   // A slot whose entries (live and holes) just reached visit_min_live_ wakes its level's

@@ -30,6 +30,11 @@ struct wheel_coverage {
   std::uint64_t visit_restarts = 0;           // visit passes that reached a slot's end and began again
   std::uint64_t fast_advances = 0;            // advance() calls answered in O(1)
   std::uint64_t due_cancels = 0;              // cancels of nodes already in the expiry batch
+  std::uint64_t visit_entries = 0;            // slot entries read by visit passes
+  std::uint64_t visit_nodes = 0;              // nodes whose deadline a visit pass read
+  std::uint64_t sample_nodes = 0;             // nodes read by mostly_pushed() samples
+  std::uint64_t due_nodes = 0;                // nodes read when their slot came due (process)
+  std::uint64_t cascade_moves = 0;            // of those, re-filed (not fired)
 };
 
 #ifdef COGWHEEL_TIMER_COVERAGE
