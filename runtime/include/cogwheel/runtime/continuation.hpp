@@ -23,29 +23,33 @@ class continuation {
   /// None: complete() returns std::noop_coroutine().
   continuation() noexcept = default;
   /// Resumes the coroutine `h`.
-  continuation(std::coroutine_handle<> h) noexcept : handle_(h) {}  // NOLINT: implicit
+  continuation(std::coroutine_handle<> h) noexcept : state_(h.address()) {}  // NOLINT: implicit
   /// Calls fn(ctx), which returns the coroutine to run next.
-  continuation(callback fn, void* ctx) noexcept : fn_(fn), ctx_(ctx) {}
+  continuation(callback fn, void* ctx) noexcept : fn_(fn), state_(ctx) {}
 
   /// Whether there is someone to resume.
-  explicit operator bool() const noexcept { return fn_ != nullptr || handle_; }
+  explicit operator bool() const noexcept { return fn_ != nullptr || state_ != nullptr; }
 
   /// Where what complete() runs keeps its state (the coroutine frame, or the callback's
   /// context), for prefetching it before it runs; may be null.
-  void* state_address() const noexcept { return fn_ != nullptr ? ctx_ : handle_.address(); }
+  void* state_address() const noexcept { return state_; }
 
   /// Completes the operation: returns the coroutine to run next (resume it, or return it from
   /// await_suspend for symmetric transfer). Called exactly once per start().
   std::coroutine_handle<> complete() const noexcept {
-    if (fn_ != nullptr) return fn_(ctx_);
-    return handle_ ? handle_ : std::noop_coroutine();
+    if (fn_ != nullptr) return fn_(state_);
+    return state_ != nullptr ? std::coroutine_handle<>::from_address(state_) : std::noop_coroutine();
   }
 
  private:
-  std::coroutine_handle<> handle_;
+  // Two words, not three: a coroutine's frame address and a callback's context share one
+  // (fn_ null: state_ is the frame, or null for none). Every awaiter that keeps a
+  // continuation is a frame's worth of bytes (a million sleepers' frames: issue 27 item 4).
   callback fn_ = nullptr;
-  void* ctx_ = nullptr;
+  void* state_ = nullptr;
 };
+
+static_assert(sizeof(continuation) == 2 * sizeof(void*), "a continuation is two words");
 
 namespace detail {
 
