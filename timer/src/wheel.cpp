@@ -217,19 +217,36 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   elapsed_ = e.tick;
   const std::uint32_t count = scratch_.size;
   detail::entry_block* const* blocks = scratch_.blocks.data();  // scratch_ is not touched below
-  const auto entry = [blocks](std::uint32_t i) {
-    return blocks[i >> detail::block_bits]->entries[i & (detail::block_entries - 1)];
-  };
-  for (std::uint32_t i = 0; i < count; ++i) {
-    if (i + 64 < count && !detail::is_hole(entry(i + 64))) __builtin_prefetch(entry(i + 64), 1);
-    timer_node* n = entry(i);
-    if (detail::is_hole(n)) continue;
+  // Block by block, so an entry is one load from the block's array (indexing through the block
+  // table per entry cost ~8 instructions of ~25 per node). Nodes are fetched 64 entries ahead
+  // (into the next block near a block's end): each is a miss at a million timers.
+  constexpr std::uint32_t ahead = 64;
+  const auto take = [this, now](timer_node* n) {
+    if (detail::is_hole(n)) return;
     if (n->tick_ <= now) {
       --size_;
       batch_.add(*n);
     } else {
       ++moved_;
       file(*n, n->tick_);
+    }
+  };
+  for (std::uint32_t base = 0; base < count; base += detail::block_entries) {
+    timer_node* const* entries = blocks[base >> detail::block_bits]->entries;
+    const std::uint32_t len = count - base < detail::block_entries ? count - base : detail::block_entries;
+    // Entries [0, len) of this block; those at i + ahead lie here up to `near`, then in the next
+    // block (as far as `count` reaches).
+    const std::uint32_t near = len > ahead ? len - ahead : 0;
+    const std::uint32_t beyond = count - base > len ? count - base - len : 0;
+    timer_node* const* next = beyond > 0 ? blocks[(base >> detail::block_bits) + 1]->entries : nullptr;
+    for (std::uint32_t i = 0; i < near; ++i) {
+      if (!detail::is_hole(entries[i + ahead])) __builtin_prefetch(entries[i + ahead], 1);
+      take(entries[i]);
+    }
+    for (std::uint32_t i = near; i < len; ++i) {
+      if (i + ahead - len < beyond && !detail::is_hole(next[i + ahead - len]))
+        __builtin_prefetch(next[i + ahead - len], 1);
+      take(entries[i]);
     }
   }
   scratch_.release(pool_);
