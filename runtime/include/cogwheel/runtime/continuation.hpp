@@ -58,9 +58,11 @@ using cogwheel::continuation;
 class deadline_scope;
 
 /// What an operation registers while a task is suspended on it, so a stop request can reach it.
-struct cancel_hook {
-  void (*on_cancel)(cancel_hook&) noexcept = nullptr;
-};
+/// Empty: the function a stop request calls is kept by the stop source (one per task chain)
+/// beside the hook's address, not in every awaiter of every frame (a base of no bytes).
+struct cancel_hook {};
+/// What a stop request calls with the registered hook.
+using cancel_fn = void (*)(cancel_hook&) noexcept;
 
 /// A task chain's stop state. Single-threaded; lives in whoever started the chain (a
 /// with_timeout or when_all awaiter, or nothing: a chain without a source cannot be stopped).
@@ -78,11 +80,15 @@ class stop_source {
     requested_ = true;
     if (cancel_hook* h = hook_) {
       hook_ = nullptr;
-      h->on_cancel(*h);
+      on_cancel_(*h);
     }
   }
 
-  void attach(cancel_hook& h) noexcept { hook_ = &h; }
+  /// Registers h: a stop request calls on_cancel(h) (once, unless detached first).
+  void attach(cancel_hook& h, cancel_fn on_cancel) noexcept {
+    hook_ = &h;
+    on_cancel_ = on_cancel;
+  }
   void detach(cancel_hook& h) noexcept {
     if (hook_ == &h) hook_ = nullptr;
   }
@@ -95,6 +101,7 @@ class stop_source {
  private:
   bool requested_ = false;
   cancel_hook* hook_ = nullptr;
+  cancel_fn on_cancel_ = nullptr;  // meaningful while hook_ is set
   const deadline_scope* scope_ = nullptr;
 };
 
