@@ -231,6 +231,15 @@ void timer_wheel::process(const expiration& e, tick_t now) {
       file(*n, n->tick_);
     }
   };
+  if (count <= detail::block_entries) {  // one block: most slots of a small wheel
+    timer_node* const* entries = count > 0 ? blocks[0]->entries : nullptr;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (i + ahead < count && !detail::is_hole(entries[i + ahead])) __builtin_prefetch(entries[i + ahead], 1);
+      take(entries[i]);
+    }
+    scratch_.release(pool_);
+    return;
+  }
   for (std::uint32_t base = 0; base < count; base += detail::block_entries) {
     timer_node* const* entries = blocks[base >> detail::block_bits]->entries;
     const std::uint32_t len = count - base < detail::block_entries ? count - base : detail::block_entries;
