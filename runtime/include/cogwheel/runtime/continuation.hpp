@@ -23,29 +23,33 @@ class continuation {
   /// None: complete() returns std::noop_coroutine().
   continuation() noexcept = default;
   /// Resumes the coroutine `h`.
-  continuation(std::coroutine_handle<> h) noexcept : handle_(h) {}  // NOLINT: implicit
+  continuation(std::coroutine_handle<> h) noexcept : state_(h.address()) {}  // NOLINT: implicit
   /// Calls fn(ctx), which returns the coroutine to run next.
-  continuation(callback fn, void* ctx) noexcept : fn_(fn), ctx_(ctx) {}
+  continuation(callback fn, void* ctx) noexcept : fn_(fn), state_(ctx) {}
 
   /// Whether there is someone to resume.
-  explicit operator bool() const noexcept { return fn_ != nullptr || handle_; }
+  explicit operator bool() const noexcept { return fn_ != nullptr || state_ != nullptr; }
 
   /// Where what complete() runs keeps its state (the coroutine frame, or the callback's
   /// context), for prefetching it before it runs; may be null.
-  void* state_address() const noexcept { return fn_ != nullptr ? ctx_ : handle_.address(); }
+  void* state_address() const noexcept { return state_; }
 
   /// Completes the operation: returns the coroutine to run next (resume it, or return it from
   /// await_suspend for symmetric transfer). Called exactly once per start().
   std::coroutine_handle<> complete() const noexcept {
-    if (fn_ != nullptr) return fn_(ctx_);
-    return handle_ ? handle_ : std::noop_coroutine();
+    if (fn_ != nullptr) return fn_(state_);
+    return state_ != nullptr ? std::coroutine_handle<>::from_address(state_) : std::noop_coroutine();
   }
 
  private:
-  std::coroutine_handle<> handle_;
+  // Two words, not three: a coroutine's frame address and a callback's context share one
+  // (fn_ null: state_ is the frame, or null for none). Every awaiter that keeps a
+  // continuation is a frame's worth of bytes (a million sleepers' frames: issue 27 item 4).
   callback fn_ = nullptr;
-  void* ctx_ = nullptr;
+  void* state_ = nullptr;
 };
+
+static_assert(sizeof(continuation) == 2 * sizeof(void*), "a continuation is two words");
 
 namespace detail {
 
@@ -54,9 +58,11 @@ using cogwheel::continuation;
 class deadline_scope;
 
 /// What an operation registers while a task is suspended on it, so a stop request can reach it.
-struct cancel_hook {
-  void (*on_cancel)(cancel_hook&) noexcept = nullptr;
-};
+/// Empty: the function a stop request calls is kept by the stop source (one per task chain)
+/// beside the hook's address, not in every awaiter of every frame (a base of no bytes).
+struct cancel_hook {};
+/// What a stop request calls with the registered hook.
+using cancel_fn = void (*)(cancel_hook&) noexcept;
 
 /// A task chain's stop state. Single-threaded; lives in whoever started the chain (a
 /// with_timeout or when_all awaiter, or nothing: a chain without a source cannot be stopped).
@@ -74,11 +80,15 @@ class stop_source {
     requested_ = true;
     if (cancel_hook* h = hook_) {
       hook_ = nullptr;
-      h->on_cancel(*h);
+      on_cancel_(*h);
     }
   }
 
-  void attach(cancel_hook& h) noexcept { hook_ = &h; }
+  /// Registers h: a stop request calls on_cancel(h) (once, unless detached first).
+  void attach(cancel_hook& h, cancel_fn on_cancel) noexcept {
+    hook_ = &h;
+    on_cancel_ = on_cancel;
+  }
   void detach(cancel_hook& h) noexcept {
     if (hook_ == &h) hook_ = nullptr;
   }
@@ -91,6 +101,7 @@ class stop_source {
  private:
   bool requested_ = false;
   cancel_hook* hook_ = nullptr;
+  cancel_fn on_cancel_ = nullptr;  // meaningful while hook_ is set
   const deadline_scope* scope_ = nullptr;
 };
 

@@ -90,22 +90,21 @@ class operation : private detail::cancel_hook {
   /// starting anything. Returns the coroutine to run next.
   template <class Promise>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> h) {
-    awaiting_ = h;
-    stop_ = detail::stop_source_of(h);
+    detail::stop_source* const stop = detail::stop_source_of(h);
     if constexpr (can_say_cancelled()) {
-      if (stop_ != nullptr && detail::must_not_start(*stop_)) {
-        stop_ = nullptr;
-        not_started_ = true;
-        return h;  // resumes at once: await_resume says operation_canceled
-      }
+      // Not started: awaiting_ stays null, which is how await_resume tells (a flag of its own
+      // would pad this base from 24 to 32 bytes, in every awaiter of every frame).
+      if (stop != nullptr && detail::must_not_start(*stop)) return h;  // resumes at once
     }
+    awaiting_ = h;
+    stop_ = stop;
     if constexpr (requires(Op& op, const detail::deadline_scope* s) { op.bind_scope(s); })
       self().bind_scope(stop_ != nullptr ? stop_->scope() : nullptr);
-    if (stop_ != nullptr) {
-      on_cancel = &operation::cancel_thunk;
-      stop_->attach(*this);
-    }
-    std::coroutine_handle<> next = self().start(continuation(&operation::on_done, this));
+    if (stop_ != nullptr) stop_->attach(*this, &operation::cancel_thunk);
+    // Without a stop source there is nothing to detach when it completes: the awaiting
+    // coroutine itself is the continuation (no call through on_done when it resumes).
+    std::coroutine_handle<> next = self().start(stop_ != nullptr ? continuation(&operation::on_done, this)
+                                                                 : continuation(std::coroutine_handle<>(h)));
     if (stop_ != nullptr && stop_->stop_requested()) self().cancel();  // asked before it began
     return next;
   }
@@ -115,7 +114,7 @@ class operation : private detail::cancel_hook {
   decltype(auto) await_resume() {
     if constexpr (can_say_cancelled()) {
       using outcome = decltype(self().result());
-      if (not_started_) {
+      if (!awaiting_) {  // not started (await_suspend)
         if constexpr (std::is_void_v<outcome>)
           return;
         else
@@ -126,8 +125,9 @@ class operation : private detail::cancel_hook {
   }
 
  protected:
-  /// The frame of the coroutine awaiting this operation (null before it is awaited, or when it
-  /// was started by other means): for prefetching it before that coroutine resumes.
+  /// The frame of the coroutine awaiting this operation (null before it is awaited, when it was
+  /// not started at all, or when it was started by other means): for prefetching it before
+  /// that coroutine resumes.
   void* awaiting_frame() const noexcept { return awaiting_.address(); }
   /// Not awaiting anything yet.
   operation() noexcept = default;
@@ -162,7 +162,7 @@ class operation : private detail::cancel_hook {
 
   std::coroutine_handle<> awaiting_;
   detail::stop_source* stop_ = nullptr;
-  bool not_started_ = false;  // past the deadline or stopped when awaited: start() never ran
 };
+
 
 }  // namespace cogwheel

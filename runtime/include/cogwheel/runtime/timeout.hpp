@@ -148,8 +148,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
     }
     parent_stop_ = caller;
     if (parent_stop_ != nullptr) {
-      on_cancel = &timeout_awaiter::on_parent_stop;
-      parent_stop_->attach(*this);
+      parent_stop_->attach(*this, &timeout_awaiter::on_parent_stop);
     }
     if (deadline_ != nullptr) {
       on_deadline = &timeout_awaiter::on_deadline_thunk;

@@ -61,8 +61,7 @@ class when_all_latch : private cancel_hook {
     if (--pending_ == 0) return false;
     if (parent_stop_ != nullptr) {
       if (parent_stop_->stop_requested()) stop_children();
-      on_cancel = &when_all_latch::on_parent_stop;
-      parent_stop_->attach(*this);
+      parent_stop_->attach(*this, &when_all_latch::on_parent_stop);
     }
     return true;
   }

@@ -77,8 +77,7 @@ class when_any_latch : private cancel_hook {
     parent_stop_ = stop_source_of(parent);
     if (parent_stop_ != nullptr) {
       if (parent_stop_->stop_requested()) stop_all();
-      on_cancel = &when_any_latch::on_parent_stop;
-      parent_stop_->attach(*this);
+      parent_stop_->attach(*this, &when_any_latch::on_parent_stop);
     }
     return true;
   }
