@@ -145,28 +145,28 @@ return n
 // -> how many were still held.
 #define COGWHEEL_REDIS_LUA_ACK                                                        \
   "local function ack(from)\n"                                                        \
-  "  local done = {}\n"                                                               \
-  "  local i = from\n"                                                                \
-  "  while i < #ARGV do\n"                                                            \
+  "  local done, n = {}, 0\n"                                                         \
+  "  local i, last = from, #ARGV\n"                                                   \
+  "  while i < last do\n"                                                             \
   "    local m, k = ARGV[i], tonumber(ARGV[i + 1])\n"                                 \
   "    local ids = record(m)\n"                                                       \
   "    if ids then\n"                                                                 \
-  "      local gone = #done\n"                                                        \
+  "      local gone, size = n, #ids\n"                                                \
   "      for r = i + 2, i + 2 * k, 2 do\n"                                            \
-  "        for p = tonumber(ARGV[r]), math.min(tonumber(ARGV[r + 1]), #ids) do\n"      \
+  "        for p = tonumber(ARGV[r]), math.min(tonumber(ARGV[r + 1]), size) do\n"     \
   "          local id = ids[p]\n"                                                     \
-  "          if id then ids[p] = false done[#done + 1] = id end\n"                    \
+  "          if id then ids[p] = false n = n + 1 done[n] = id end\n"                  \
   "        end\n"                                                                     \
   "      end\n"                                                                       \
-  "      if #done > gone then keep(m, ids) end\n"                                     \
+  "      if n > gone then keep(m, ids) end\n"                                         \
   "    end\n"                                                                         \
   "    i = i + 2 + 2 * k\n"                                                           \
   "  end\n"                                                                           \
-  "  if #done > 0 then\n"                                                             \
+  "  if n > 0 then\n"                                                                 \
   "    bulk('HDEL', KEYS[3], done)\n"                                                 \
   "    if redis.call('EXISTS', KEYS[4]) == 1 then bulk('HDEL', KEYS[4], done) end\n"   \
   "  end\n"                                                                           \
-  "  return #done\n"                                                                  \
+  "  return n\n"                                                                      \
   "end\n"
 
 // ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes,
@@ -221,44 +221,48 @@ local out, attempts, later = {}, {}, {}
 local taken = 0
 local first = nil
 if #due > 0 then
-  local ids = {}
-  for i = 1, #due, 2 do ids[#ids + 1] = due[i] end
+  -- Counters instead of `#t` (a search in Lua 5.1) in the loops below: they run per job.
+  local ids, count = {}, #due / 2
+  for k = 1, count do ids[k] = due[2 * k - 1] end
   local payloads = redis.call('HMGET', KEYS[3], unpack(ids))
   -- No job has a count while no job was claimed twice (or died): nothing to read then.
   local tries = redis.call('EXISTS', KEYS[4]) == 1 and redis.call('HMGET', KEYS[4], unpack(ids)) or {}
   local expiry = now + tonumber(ARGV[3]) + visibility
-  local records, current = {}, nil
-  local bytes = 0
-  for k, id in ipairs(ids) do
+  local records, current, held = {}, nil, per_record
+  local bytes, n = 0, 0
+  for k = 1, count do
+    local id = ids[k]
     local payload = payloads[k] or ''
     local size = #payload
     if size > max_payload then
       redis.call('ZADD', KEYS[6], now, id)
       redis.call('HSET', KEYS[7], id, 'payload of ' .. size .. ' bytes over max_payload_bytes ' .. max_payload)
       buried = buried + 1
-    elseif #out > 0 and bytes + size > max_bytes then
+    elseif n > 0 and bytes + size > max_bytes then
       more = 1
       break
     else
       bytes = bytes + size
-      if current == nil or #current == per_record then
+      if held == per_record then
         local token = redis.call('INCR', KEYS[8])
         first = first or token
-        current = {}
+        current, held = {}, 0
         records[#records + 1] = string.format('%d', token)
         records[#records + 1] = current
       end
-      current[#current + 1] = id
+      held = held + 1
+      current[held] = id
       if tries[k] then  -- claimed before: count it (a first claim writes nothing)
         local attempt = tonumber(tries[k]) + 1
         attempts[#attempts + 1] = id
         attempts[#attempts + 1] = attempt
-        later[#later + 1] = #out / 3
+        later[#later + 1] = n / 3
         later[#later + 1] = attempt
       end
-      out[#out + 1] = id
-      out[#out + 1] = payload
-      out[#out + 1] = due[2 * k]
+      out[n + 1] = id
+      out[n + 2] = payload
+      out[n + 3] = due[2 * k]
+      n = n + 3
     end
     taken = k
   end
