@@ -219,7 +219,9 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
       idle_armed = true;
     }
 
-    // The read's own end: the expiry, or earlier, when the connection parks if nothing comes.
+    // The read's own end: the expiry, or earlier, when the connection parks if nothing comes
+    // (park_after into the idle wait, counted from where the keepalive expiry was armed: no
+    // clock read).
     clock::time_point read_by = expiry;
     const bool may_park =
         pooled && wait == waiting::idle && request == nullptr && !ex && cfg.park_after >= clock::duration::zero();
@@ -230,23 +232,25 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
           park_connection(std::move(s), cfg, stats, expiry);
           co_return;
         }
-        read_by = std::min(expiry, now() + cfg.park_after);
+        if (cfg.park_after < cfg.keepalive_timeout) read_by = expiry - cfg.keepalive_timeout + cfg.park_after;
       }
     }
-    read_result n{errc::operation_canceled};
-    if (woke) {
-      if constexpr (pooled) n = std::move(woke->got);
+    auto emplace_read = [&]() -> read_awaiter& {
+      if constexpr (pooled)
+        return op.template emplace<1>(with_deadline(s.read_pooled(), read_by));
+      else
+        return op.template emplace<1>(with_deadline(s.read(ex->read_space()), read_by));
+    };
+    auto take_woken = [&]() -> read_result {
+      if constexpr (pooled) return std::move(woke->got);
+      return read_result(errc::operation_canceled);  // only a tcp_stream's connection parks
+    };
+    read_awaiter* r = woke ? nullptr : &emplace_read();
+    read_result n = r != nullptr ? co_await *r : take_woken();
+    if (woke)
       woke.reset();
-    } else {
-      auto& r = [&]() -> read_awaiter& {
-        if constexpr (pooled)
-          return op.template emplace<1>(with_deadline(s.read_pooled(), read_by));
-        else
-          return op.template emplace<1>(with_deadline(s.read(ex->read_space()), read_by));
-      }();
-      n = co_await r;
+    else
       op.template emplace<0>();
-    }
     if (!n) {
       if constexpr (pooled) {
         if (may_park && n.error() == errc::timed_out && read_by < expiry) {  // idle for park_after
