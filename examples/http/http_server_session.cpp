@@ -242,15 +242,19 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
         return op.template emplace<1>(with_deadline(s.read(ex->read_space()), read_by));
     };
     auto take_woken = [&]() -> read_result {
-      if constexpr (pooled) return std::move(woke->got);
-      return read_result(errc::operation_canceled);  // only a tcp_stream's connection parks
+      if constexpr (pooled)
+        if (woke) return std::move(woke->got);
+      return read_result(errc::operation_canceled);  // not woken (only a tcp_stream's connection parks)
     };
-    read_awaiter* r = woke ? nullptr : &emplace_read();
-    read_result n = r != nullptr ? co_await *r : take_woken();
-    if (woke)
+    // (Not `woke ? ... : co_await ...`: g++ 12 miscompiles a co_await inside ?:.)
+    read_result n = take_woken();
+    if (woke) {
       woke.reset();
-    else
+    } else {
+      auto& r = emplace_read();
+      n = co_await r;
       op.template emplace<0>();
+    }
     if (!n) {
       if constexpr (pooled) {
         if (may_park && n.error() == errc::timed_out && read_by < expiry) {  // idle for park_after
