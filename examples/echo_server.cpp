@@ -4,7 +4,7 @@
 //
 // Usage: echo_server [--port=7000] [--cores=0 (all)] [--idle-timeout-ms=30000]
 //                    [--mode=deadline|timeout|plain] [--read-timeout-ms=30000] [--timers=wheel|heap]
-//                    [--measure-timers] [--no-pin] [--pooled [--pool-buffers=1024]]
+//                    [--measure-timers] [--no-pin] [--pooled [--pool-buffers=1024] [--park-after-ms=10]]
 //   deadline: with_deadline(read, idle) with idle.reset() per message (the idle-kick pattern)
 //   timeout:  with_timeout(read, --read-timeout-ms) on every read
 //   plain:    no timeout at all (for comparison)
@@ -12,6 +12,8 @@
 //   --pooled: read with tcp_stream::read_pooled() from each core's shared pool of 4 KiB buffers
 //             (io_uring provided buffers, Linux 5.19+): a connection waiting for data holds no
 //             buffer; without it each connection keeps a 4 KiB buffer in its frame
+//   --park-after-ms: pooled only: a connection idle this long leaves its coroutine frame for a
+//             small record (cogwheel::park, docs/http.md); 0 at once, -1 never
 // Stop with Ctrl-C (SIGINT) or SIGTERM; it prints what it served and how late its timers
 // fired (p50/p99/max, from the runtime's metrics). Try it with
 //   load_client --to=127.0.0.1:7000 --connections=100 --duration-ms=3000
@@ -20,6 +22,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <type_traits>
 #include <variant>
 
@@ -42,6 +45,13 @@ struct settings {
   mode how = mode::deadline;
   bool pooled = false;
   std::uint32_t pool_buffers = 1024;
+  clock::duration park_after = 10ms;  // pooled: idle this long, a session parks (negative: never)
+};
+
+// A parked session's wait, as it ended (park()): the read's outcome and the idle expiry.
+struct unparked {
+  result<pooled_buffer> got;
+  clock::time_point expiry;
 };
 
 std::atomic<long> connections{0};
@@ -66,9 +76,26 @@ task<void> report_timer_work(unsigned core) {
 // from the core's pool when data arrives and goes back once the echo is written; otherwise it
 // is a 4 KiB array in the frame, idle or not.
 template <bool Pooled, mode How>
-task<void> session(tcp_stream conn, const settings& cfg) {
-  (void)conn.set_nodelay(true);
-  connections.fetch_add(1, std::memory_order_relaxed);
+task<void> session(tcp_stream conn, const settings& cfg, std::optional<unparked> woke = std::nullopt);
+
+// Parks a pooled session's idle connection (cogwheel::park: no frame while it waits); the
+// session starts again in a new frame when the read ends. Its idle expiry goes with it.
+template <mode How>
+void park_session(tcp_stream conn, const settings& cfg, clock::time_point until) {
+  park(std::move(conn), until, [&cfg, until](tcp_stream s, result<pooled_buffer> got) {
+    spawn(session<true, How>(std::move(s), cfg, unparked{std::move(got), until}));
+  });
+}
+
+// Pooled sessions park (park_session) once idle for cfg.park_after: an idle connection then
+// holds a record of ~376 B instead of its frame. The read in the frame meanwhile races the
+// earlier of its own end and the park time, a time point.
+template <bool Pooled, mode How>
+task<void> session(tcp_stream conn, const settings& cfg, std::optional<unparked> woke) {
+  if (!woke) {
+    (void)conn.set_nodelay(true);
+    connections.fetch_add(1, std::memory_order_relaxed);
+  }
   struct none {};
   std::conditional_t<Pooled, none, std::array<std::byte, 4096>> buf;
   auto read = [&] {
@@ -77,7 +104,8 @@ task<void> session(tcp_stream conn, const settings& cfg) {
     else
       return conn.read(std::span(buf));
   };
-  deadline idle(cfg.idle_timeout);
+  deadline idle(woke ? woke->expiry - now() : cfg.idle_timeout);
+  const bool parks = Pooled && cfg.park_after >= clock::duration::zero();
   // Returns the awaiter itself: the read operation it wraps is built inside it, not kept in
   // the frame as a temporary as well (g++ 12 gives each such temporary a frame slot).
   auto next = [&] {
@@ -91,12 +119,43 @@ task<void> session(tcp_stream conn, const settings& cfg) {
   // The read and the write take turns in one slot: a compiler gives every awaiter of a
   // coroutine a frame slot of its own for the frame's whole life, so an idle session would
   // also hold the write's (232 B) while it waits to read.
-  std::variant<std::monostate, decltype(next()), decltype(conn.write_all(std::span<const std::byte>()))> op;
+  using parking_read = decltype(with_deadline(read(), clock::time_point()));
+  std::variant<std::monostate, decltype(next()), decltype(conn.write_all(std::span<const std::byte>())), parking_read> op;
   long served = 0;
   for (;;) {
-    auto& reading = op.template emplace<1>(next());
-    auto n = co_await reading;
-    op.template emplace<0>();
+    decltype(with_deadline(read(), clock::time_point()).await_resume()) n{errc::operation_canceled};
+    clock::time_point until = clock::time_point::max();  // the read's own end, when it parks
+    clock::time_point read_by = until;
+    if constexpr (Pooled) {
+      if (parks) {
+        if constexpr (How == mode::deadline)
+          until = idle.expiry();
+        else if constexpr (How == mode::timeout)
+          until = now() + cfg.read_timeout;
+        read_by = std::min(until, now() + cfg.park_after);
+      }
+    }
+    if (woke) {
+      if constexpr (Pooled) n = std::move(woke->got);
+      woke.reset();
+    } else if (parks && cfg.park_after == clock::duration::zero()) {
+      if constexpr (Pooled) park_session<How>(std::move(conn), cfg, until);
+      break;
+    } else if (parks) {
+      auto& reading = op.template emplace<3>(with_deadline(read(), read_by));
+      n = co_await reading;
+      op.template emplace<0>();
+      if constexpr (Pooled) {
+        if (!n && n.error() == errc::timed_out && read_by < until) {  // idle for park_after
+          park_session<How>(std::move(conn), cfg, until);
+          break;
+        }
+      }
+    } else {
+      auto& reading = op.template emplace<1>(next());
+      n = co_await reading;
+      op.template emplace<0>();
+    }
     if (!n) {
       if (n.error() == errc::no_buffer_space) {  // every buffer of the pool is in use: soon back
         co_await pause(1ms);
@@ -148,6 +207,7 @@ int main(int argc, char** argv) {
   const bool measure = examples::has_flag(argc, argv, "measure-timers");
   cfg.pooled = examples::has_flag(argc, argv, "pooled");
   cfg.pool_buffers = static_cast<std::uint32_t>(examples::flag_int(argc, argv, "pool-buffers", 1024));
+  cfg.park_after = std::chrono::milliseconds(examples::flag_int(argc, argv, "park-after-ms", 10));
 
   runtime rt(runtime_options{.cores = cores, .timers = heap ? timer_kind::heap : timer_kind::wheel,
                              .sq_entries = 4096, .measure_timer_work = measure,

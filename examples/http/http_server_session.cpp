@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <variant>
 
 #include "http_server.hpp"
@@ -95,12 +96,27 @@ struct read_awaiter_of<Stream, true> {
   using type = decltype(with_deadline(std::declval<Stream&>().read_pooled(), clock::time_point()));
 };
 
+// A parked connection's wait, as it ended (park()): what the read got, and the keepalive expiry
+// it waited under.
+struct unparked {
+  result<pooled_buffer> got;
+  clock::time_point expiry;
+};
+
+void park_connection(tcp_stream s, const server_config& cfg, server_stats& stats, clock::time_point expiry);
+
 // The connection's life, in one frame that is all an idle connection holds (with the stream's
 // socket): its expiry and one awaiter at a time. `request` (null without a request budget) is
 // the deadline of the scope it runs in, reset where each request's head starts and pushed out
 // while idle.
 //
-// What keeps the idle frame small (issue 27; docs/http.md has the sizes):
+// Parked (issue 27; docs/http.md has the sizes): a plain connection idle between requests for
+// cfg.park_after leaves its frame: park() keeps the stream, a pooled read and a timer at the
+// keepalive expiry in a record of its own, and when the read ends (bytes, the client closing,
+// the keepalive timeout) serve() starts again in a new frame from `woke`, where it left off.
+// Not with a request budget (its scope lives in the frame around this one).
+//
+// What keeps the frame small while it waits (docs/http.md has the sizes):
 // - One expiry for the header, body, keepalive and send timeouts: only one operation waits at a
 //   time (the read or the write), so the write borrows it and gives the read's expiry back. A
 //   time point, not a `deadline`: the awaiter's own timer races it (see the top of the file).
@@ -112,27 +128,35 @@ struct read_awaiter_of<Stream, true> {
 //   and given back once the connection is between requests: an idle connection holds neither.
 template <class Stream>
 task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadline* request,
-                 clock::time_point head_by) {
-  ++stats.connections;
-  ++stats.open_connections;
+                 clock::time_point head_by, std::optional<unparked> woke = std::nullopt) {
   struct open_count {
     server_stats& stats;
-    ~open_count() { --stats.open_connections; }
+    bool parked = false;  // the connection lives on in a park record, still open
+    ~open_count() {
+      if (!parked) --stats.open_connections;
+    }
   } counted{stats};
-  (void)socket_of(s).set_nodelay(true);
-  if (cfg.send_buffer_bytes > 0) (void)socket_of(s).set_send_buffer_size(static_cast<int>(cfg.send_buffer_bytes));
+  if (!woke) {
+    ++stats.connections;
+    ++stats.open_connections;
+    (void)socket_of(s).set_nodelay(true);
+    if (cfg.send_buffer_bytes > 0) (void)socket_of(s).set_send_buffer_size(static_cast<int>(cfg.send_buffer_bytes));
+  }
 
   constexpr bool pooled = pooled_reads<Stream>;
   using read_awaiter = typename read_awaiter_of<Stream, pooled>::type;
+  using read_result = decltype(std::declval<read_awaiter&>().await_resume());
   using write_awaiter = decltype(with_deadline(s.write(std::span<const std::byte>()), clock::time_point()));
 
-  clock::time_point expiry = head_by;  // the first request's head counts from the accept
+  // The first request's head counts from the accept; a connection back from its park is idle
+  // under the keepalive expiry it parked with.
+  clock::time_point expiry = woke ? woke->expiry : head_by;
   std::variant<std::monostate, read_awaiter, write_awaiter> op;  // by index: TLS reads and writes are one type
   std::unique_ptr<exchange, exchange::recycle> ex;  // pooled: null while between requests
   if constexpr (!pooled) ex = exchange::acquire(cfg, stats);
-  bool answered = false;    // a request has been answered on this connection
-  bool head_armed = true;   // `expiry` is the current head's header deadline
-  bool idle_armed = false;  // `expiry` is the keepalive deadline
+  bool answered = woke.has_value();    // a request has been answered on this connection
+  bool head_armed = !woke.has_value();  // `expiry` is the current head's header deadline
+  bool idle_armed = woke.has_value();   // `expiry` is the keepalive deadline
 
   exchange::then next = exchange::then::read;
   for (;;) {
@@ -195,15 +219,50 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
       idle_armed = true;
     }
 
-    auto& r = [&]() -> read_awaiter& {
+    // The read's own end: the expiry, or earlier, when the connection parks if nothing comes
+    // (park_after into the idle wait, counted from where the keepalive expiry was armed: no
+    // clock read).
+    clock::time_point read_by = expiry;
+    const bool may_park =
+        pooled && wait == waiting::idle && request == nullptr && !ex && cfg.park_after >= clock::duration::zero();
+    if constexpr (pooled) {
+      if (may_park && !woke) {
+        if (cfg.park_after == clock::duration::zero()) {
+          counted.parked = true;
+          park_connection(std::move(s), cfg, stats, expiry);
+          co_return;
+        }
+        if (cfg.park_after < cfg.keepalive_timeout) read_by = expiry - cfg.keepalive_timeout + cfg.park_after;
+      }
+    }
+    auto emplace_read = [&]() -> read_awaiter& {
       if constexpr (pooled)
-        return op.template emplace<1>(with_deadline(s.read_pooled(), expiry));
+        return op.template emplace<1>(with_deadline(s.read_pooled(), read_by));
       else
-        return op.template emplace<1>(with_deadline(s.read(ex->read_space()), expiry));
-    }();
-    auto n = co_await r;
-    op.template emplace<0>();
+        return op.template emplace<1>(with_deadline(s.read(ex->read_space()), read_by));
+    };
+    auto take_woken = [&]() -> read_result {
+      if constexpr (pooled)
+        if (woke) return std::move(woke->got);
+      return read_result(errc::operation_canceled);  // not woken (only a tcp_stream's connection parks)
+    };
+    // (Not `woke ? ... : co_await ...`: g++ 12 miscompiles a co_await inside ?:.)
+    read_result n = take_woken();
+    if (woke) {
+      woke.reset();
+    } else {
+      auto& r = emplace_read();
+      n = co_await r;
+      op.template emplace<0>();
+    }
     if (!n) {
+      if constexpr (pooled) {
+        if (may_park && n.error() == errc::timed_out && read_by < expiry) {  // idle for park_after
+          counted.parked = true;
+          park_connection(std::move(s), cfg, stats, expiry);
+          co_return;
+        }
+      }
       if constexpr (pooled) {
         if (n.error() == errc::no_buffer_space) {  // every buffer of the pool is in use: soon back
           co_await pause(std::chrono::milliseconds(1));
@@ -237,6 +296,14 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
       next = ex->process();
     }
   }
+}
+
+// Parks an idle plain connection (see serve()): serve() starts again from where it was when the
+// read ends.
+void park_connection(tcp_stream s, const server_config& cfg, server_stats& stats, clock::time_point expiry) {
+  park(std::move(s), expiry, [&cfg, &stats, expiry](tcp_stream s, result<pooled_buffer> got) {
+    spawn(serve(std::move(s), cfg, stats, nullptr, clock::time_point(), unparked{std::move(got), expiry}));
+  });
 }
 
 // With a request budget: the connection runs in its scope (see http_server.hpp).

@@ -2,6 +2,9 @@
 
 #include "cycle_clock.hpp"
 
+#include <optional>
+#include <utility>
+
 namespace cogwheel::detail {
 
 time_driver::time_driver(const runtime_options& options, live_metrics& metrics)
@@ -71,9 +74,13 @@ std::int64_t time_driver::wait_ns() noexcept {
 }
 
 void time_driver::after_wait(bool progress) noexcept {
-  if (!jump_target_ || progress) return;
-  virtual_now_ = *jump_target_;
-  jump_target_.reset();
+  // The target is good for this wait only: kept past a wait that made progress, it would make a
+  // later iteration that does not ask wait_ns() (work was ready) jump over the timers that
+  // progress filed meanwhile (a connection parked with its own timer, found late by
+  // tests/http/timeouts_test).
+  const std::optional<clock::time_point> target = std::exchange(jump_target_, std::nullopt);
+  if (!target || progress) return;
+  virtual_now_ = *target;
   ++metrics_.clock_jumps;
 }
 

@@ -127,14 +127,15 @@ TEST(http_timeouts, a_pause_in_a_body_longer_than_the_body_timeout_closes_withou
   EXPECT_EQ(stats.header_timeouts, 0u);
 }
 
-TEST(http_timeouts, an_idle_keepalive_connection_is_closed_exactly_at_the_keepalive_deadline) {
-  const server_config cfg = short_timeouts();
+// Requests 2.9 s apart keep the connection open (each restarts the keepalive timeout), then
+// silence closes it 3 s after the last response. With cfg.park_after short of 2.9 s the
+// connection parks between requests (park(): no frame) and comes back for each.
+void keepalive_kept_then_cut(const server_config& cfg) {
   server_stats stats;
   run(
       [&]() -> task<void> {
         auto client = co_await serve_one(cfg, stats);
         CO_ASSERT_OK(client);
-        // Requests 2.9 s apart keep it open (each restarts the keepalive timeout)...
         char buf[4096];
         for (int i = 0; i < 3; ++i) {
           CO_ASSERT_OK(co_await client->write_all(bytes_of(get_root)));
@@ -143,7 +144,6 @@ TEST(http_timeouts, an_idle_keepalive_connection_is_closed_exactly_at_the_keepal
           EXPECT_EQ(parse_responses(std::string_view(buf, *n)).size(), 1u);
           if (i < 2) co_await sleep_for(2900ms);
         }
-        // ...then silence closes it 3 s after the last response.
         const auto answered = loop_now();
         const closed_at c = co_await read_until_closed(*client);
         expect_cut_at(c, answered, cfg.keepalive_timeout);
@@ -153,6 +153,24 @@ TEST(http_timeouts, an_idle_keepalive_connection_is_closed_exactly_at_the_keepal
   EXPECT_EQ(stats.requests, 3u);
   EXPECT_EQ(stats.keepalive_timeouts, 1u);
   EXPECT_EQ(stats.header_timeouts, 0u);
+  EXPECT_EQ(stats.connections, 1u);       // one connection, however often it parked
+  EXPECT_EQ(stats.open_connections, 0u);  // and closed once
+  ASSERT_EQ(stats.kick_lateness_us.size(), 1u);
+  EXPECT_LE(stats.kick_lateness_us[0], 1000u);  // at most one tick
+}
+
+TEST(http_timeouts, an_idle_keepalive_connection_is_closed_exactly_at_the_keepalive_deadline) {
+  server_config cfg = short_timeouts();
+  cfg.park_after = -1ms;  // never parks: waits in its frame
+  keepalive_kept_then_cut(cfg);
+}
+
+TEST(http_timeouts, a_parked_keepalive_connection_is_served_and_closed_exactly_as_one_in_its_frame) {
+  for (const auto after : {0ms, 100ms}) {  // parks at once; after 100 ms of silence
+    server_config cfg = short_timeouts();
+    cfg.park_after = after;
+    keepalive_kept_then_cut(cfg);
+  }
 }
 
 TEST(http_timeouts, the_header_timeout_of_a_later_request_counts_from_its_first_byte) {

@@ -74,16 +74,8 @@ TEST(io_gauges, a_socket_moved_to_another_core_is_counted_there_from_its_first_o
   EXPECT_TRUE(checked);
 }
 
-bool pools_supported() {
-  static const bool supported = run([]() -> task<bool> {
-    auto p = buffer_pool::create({.buffers = 1, .buffer_size = 64});
-    co_return p.has_value();
-  }());
-  return supported;
-}
-
 TEST(io_gauges, pooled_buffers_in_use_counts_the_buffers_handles_hold) {
-  if (!pools_supported()) GTEST_SKIP() << "this kernel has no io_uring provided buffer rings (Linux 5.19+)";
+  SKIP_WITHOUT_POOLS();
   run([]() -> task<void> {
     auto pool = buffer_pool::create({.buffers = 8, .buffer_size = 64});
     CO_ASSERT_OK(pool);

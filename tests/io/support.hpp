@@ -123,6 +123,19 @@ struct frame_holder {
 
 inline frame_holder hold(task<void> t) { co_await std::move(t); }
 
+// Whether this kernel has provided buffer rings; tests skip when not.
+inline bool pools_supported() {
+  static const bool supported = run([]() -> task<bool> {
+    auto p = buffer_pool::create({.buffers = 1, .buffer_size = 64});
+    if (!p && p.error() != errc::not_supported) ADD_FAILURE() << "create: " << p.error().message();
+    co_return p.has_value();
+  }());
+  return supported;
+}
+
+#define SKIP_WITHOUT_POOLS() \
+  if (!pools_supported()) GTEST_SKIP() << "this kernel has no io_uring provided buffer rings (Linux 5.19+)"
+
 inline runtime_options paused() { return runtime_options{.paused_clock = true}; }
 
 }  // namespace cogwheel::io_test

@@ -5,6 +5,7 @@
 #include <cogwheel/io/address.hpp>
 #include <cogwheel/io/buffer_pool.hpp>
 #include <cogwheel/io/connect_options.hpp>
+#include <cogwheel/io/park.hpp>
 #include <cogwheel/io/resolve.hpp>
 #include <cogwheel/io/tcp.hpp>
 #include <cogwheel/io/udp.hpp>
