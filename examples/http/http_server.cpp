@@ -10,7 +10,7 @@
 //                    [--header-timeout-ms=60000] [--body-timeout-ms=60000]
 //                    [--keepalive-timeout-ms=75000] [--send-timeout-ms=60000]
 //                    [--max-header-bytes=8192] [--max-body-bytes=1048576] [--send-buffer-bytes=0]
-//                    [--idle-buffer-bytes=1024] [--request-timeout-ms=0 (none)] [--park-after-ms=100]
+//                    [--idle-buffer-bytes=1024] [--request-timeout-ms=0 (none)] [--park-after-ms=10]
 //                    [--stats] [--no-pin] [--tls-cert=chain.pem --tls-key=key.pem [--tls-no-resumption]]
 //   --send-buffer-bytes: SO_SNDBUF per connection (0: the kernel's autotuning), like nginx's
 //            `listen ... sndbuf=`.
