@@ -242,7 +242,7 @@ class timer_wheel {
 
   // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
   // after elapsed_. The common case, an append to a slot that has no hole, a block with room
-  // and no visit to wake, is inline here; anything else takes file(). At a million timers this
+  // and no visit to wake (entry_slot::try_append), is inline here; anything else takes file(). At a million timers this
   // runs about once per two heartbeats of an idle connection, so its instructions are most of
   // what a heartbeat costs the wheel (docs/timer.md, "Idle deadlines at scale").
   void refile(timer_node& n) {
@@ -251,17 +251,13 @@ class timer_wheel {
     const unsigned level = detail::ring_level(elapsed_, t);
     const unsigned s = detail::slot_for(t, level);
     const auto id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
-    slot& sl = slots_[id];
-    const std::uint32_t i = sl.size;
-    if (sl.hole != detail::no_hole || (i & (detail::block_entries - 1)) == 0 || i + 1 == visit_min_live_) {
+    const std::uint32_t i = slots_[id].try_append(&n, visit_min_live_);
+    if (i == detail::no_hole) {
       file(n, t);
       return;
     }
     occupied_[level] |= std::uint64_t{1} << s;
     detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
-    ++sl.live;
-    sl.size = i + 1;
-    sl.blocks[i >> detail::block_bits]->entries[i & (detail::block_entries - 1)] = &n;
     n.slot_ = id;
     n.pos_ = i;
   }
