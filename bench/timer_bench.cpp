@@ -32,6 +32,7 @@
 #include <cogwheel/timer/wheel.hpp>
 
 #include "linked_wheel.hpp"
+#include "striped_list_wheel.hpp"
 #include "timer_idle_pattern.hpp"
 #include "timer_workload.hpp"
 
@@ -43,6 +44,8 @@ using cogwheel::timer::timer_node;
 using cogwheel::timer::timer_wheel;
 using cogwheel_bench::linked_node;
 using cogwheel_bench::linked_wheel;
+using cogwheel_bench::striped_list_wheel;
+using cogwheel_bench::striped_node;
 using time_point = cogwheel::timer::clock::time_point;
 using duration = cogwheel::timer::clock::duration;
 using namespace timer_workload;
@@ -59,6 +62,10 @@ struct node_of {
 template <>
 struct node_of<linked_wheel> {
   using type = linked_node;
+};
+template <unsigned K>
+struct node_of<striped_list_wheel<K>> {
+  using type = striped_node;
 };
 
 // What a timer's owner looks like to the queue: a node and the deadline it was given.
@@ -454,6 +461,9 @@ void add_max(const char* kind, max_workload fn) {
     add(#op, "wheel", &op<timer_wheel>, unit);      \
     add(#op, "heap", &op<timer_heap>, unit);        \
     add(#op, "linked", &op<linked_wheel>, unit);    \
+    add(#op, "striped4", &op<striped_list_wheel<4>>, unit);    \
+    add(#op, "striped8", &op<striped_list_wheel<8>>, unit);    \
+    add(#op, "striped16", &op<striped_list_wheel<16>>, unit);    \
   } while (false)
 
 void register_all() {

@@ -11,7 +11,9 @@
 //                    after 1..5 heartbeats, OPS ms in 1 ms steps; advance() runs in
 //                    measured_idle_advance, the heartbeat's reschedule in measured_idle_reset,
 //                    and the heartbeat count is printed (issue 27 item 8, docs/timer.md)
-// Queues: cogwheel's timer_wheel, and ratas when built with it (COGWHEEL_PEER_RATAS).
+// Queues: cogwheel's timer_wheel; the benchmark references bench/linked_wheel.hpp (linked) and
+// bench/striped_list_wheel.hpp (striped4, striped8, striped16: the design probe of docs/timer.md);
+// and ratas when built with it (COGWHEEL_PEER_RATAS).
 // Usage: timer_instructions QUEUE WORKLOAD N OPS. The measured loop is measured_<workload>.
 #include <chrono>
 #include <cstdint>
@@ -22,6 +24,9 @@
 #include <vector>
 
 #include <cogwheel/timer/wheel.hpp>
+
+#include "../linked_wheel.hpp"
+#include "../striped_list_wheel.hpp"
 #ifdef COGWHEEL_PEER_RATAS
 #include "ratas_timers.hpp"
 #endif
@@ -63,6 +68,34 @@ class cogwheel_timers {
  private:
   cogwheel::timer::timer_wheel queue_;
   std::unique_ptr<cogwheel::timer::timer_node[]> nodes_;
+  std::size_t spare_;
+  cogwheel::timer::clock::time_point now_ = queue_.now();
+};
+
+// A benchmark-reference wheel (linked_wheel, striped_list_wheel<K>) behind the same interface;
+// Node is its node type. The striped nodes get an empty callback each, as the wheel's do.
+template <class Wheel, class Node>
+class reference_timers {
+ public:
+  explicit reference_timers(std::size_t n)
+      : queue_(1ms, cogwheel::timer::clock::time_point(milliseconds(1'000'000'000))),
+        nodes_(new Node[n + 1]), spare_(n) {
+    if constexpr (requires(Node& x) { x.on_expire; })
+      for (std::size_t i = 0; i <= n; ++i) nodes_[i].on_expire = [](Node&) noexcept {};
+  }
+  void schedule(std::size_t i, milliseconds delay) { queue_.schedule(nodes_[i], now_ + delay); }
+  void cancel(std::size_t i) { queue_.cancel(nodes_[i]); }
+  void schedule_spare(milliseconds delay) { schedule(spare_, delay); }
+  void cancel_spare() { cancel(spare_); }
+  bool empty() const noexcept { return queue_.empty(); }
+  void tick() {
+    now_ += 1ms;
+    queue_.advance(now_);
+  }
+
+ private:
+  Wheel queue_;
+  std::unique_ptr<Node[]> nodes_;
   std::size_t spare_;
   cogwheel::timer::clock::time_point now_ = queue_.now();
 };
@@ -190,7 +223,7 @@ int run(const char* workload, std::size_t n, std::size_t ops) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s wheel|ratas churn|schedule_cancel|expire|idle N OPS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s wheel|linked|striped4|striped8|striped16|ratas churn|schedule_cancel|expire|idle N OPS\n", argv[0]);
     return 2;
   }
   const std::size_t n = std::strtoull(argv[3], nullptr, 0);
@@ -198,6 +231,16 @@ int main(int argc, char** argv) {
   if (n == 0 || ops == 0) return 2;
   if (std::strcmp(argv[1], "wheel") == 0 && std::strcmp(argv[2], "idle") == 0) return run_idle(n, ops);
   if (std::strcmp(argv[1], "wheel") == 0) return run<cogwheel_timers>(argv[2], n, ops);
+  using cogwheel_bench::striped_list_wheel;
+  using cogwheel_bench::striped_node;
+  if (std::strcmp(argv[1], "linked") == 0)
+    return run<reference_timers<cogwheel_bench::linked_wheel, cogwheel_bench::linked_node>>(argv[2], n, ops);
+  if (std::strcmp(argv[1], "striped4") == 0)
+    return run<reference_timers<striped_list_wheel<4>, striped_node>>(argv[2], n, ops);
+  if (std::strcmp(argv[1], "striped8") == 0)
+    return run<reference_timers<striped_list_wheel<8>, striped_node>>(argv[2], n, ops);
+  if (std::strcmp(argv[1], "striped16") == 0)
+    return run<reference_timers<striped_list_wheel<16>, striped_node>>(argv[2], n, ops);
 #ifdef COGWHEEL_PEER_RATAS
   if (std::strcmp(argv[1], "ratas") == 0) return run<ratas_queue>(argv[2], n, ops);
 #endif

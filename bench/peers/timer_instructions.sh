@@ -4,6 +4,8 @@
 # (timer_instructions.cpp). Deterministic: the one comparison that a shared, noisy machine
 # without hardware counters cannot blur.
 #   bash bench/peers/timer_instructions.sh BUILD_DIR [N...]     (default N: 1000 100000 1000000)
+#   QUEUES="wheel striped8 linked ratas" bash bench/peers/timer_instructions.sh ...
+#     (columns; default "wheel ratas"; the last column is the first queue over ratas)
 set -euo pipefail
 build=${1:?usage: timer_instructions.sh BUILD_DIR [N...]}
 shift
@@ -25,18 +27,27 @@ count() {  # queue workload n ops -> instructions inside measured_<workload>, or
   callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
 }
 
-printf '| workload | N | per | wheel | ratas | wheel / ratas |\n|---|---:|---|---:|---:|---:|\n'
+queues=(${QUEUES:-wheel ratas})
+head='| workload | N | per |'
+rule='|---|---:|---|'
+for q in "${queues[@]}"; do head+=" $q |"; rule+='---:|'; done
+printf '%s %s / ratas |\n%s---:|\n' "$head" "${queues[0]}" "$rule"
 for n in "${sizes[@]}"; do
   for w in churn schedule_cancel expire; do
     if [ "$w" = expire ]; then ops=2; per=timer; else ops=200000; per=op; fi
     row=()
-    for q in wheel ratas; do
+    ratas=-
+    for q in "${queues[@]}"; do
       c=$(count "$q" "$w" "$n" "$ops")
       if [ "$c" = "-" ]; then row+=("-"); continue; fi
-      if [ "$w" = expire ]; then row+=("$(awk -v c="$c" -v o="$ops" -v n="$n" 'BEGIN {printf "%.1f", c / o / n}')")
-      else row+=("$(awk -v c="$c" -v o="$ops" 'BEGIN {printf "%.1f", c / o}')"); fi
+      if [ "$w" = expire ]; then v=$(awk -v c="$c" -v o="$ops" -v n="$n" 'BEGIN {printf "%.1f", c / o / n}')
+      else v=$(awk -v c="$c" -v o="$ops" 'BEGIN {printf "%.1f", c / o}'); fi
+      row+=("$v")
+      [ "$q" = ratas ] && ratas=$v
     done
-    ratio=$(awk -v a="${row[0]}" -v b="${row[1]}" 'BEGIN {if (b == "-" || b == 0) print "-"; else printf "%.2fx", a / b}')
-    printf '| %s | %s | %s | %s | %s | %s |\n' "$w" "$n" "$per" "${row[0]}" "${row[1]}" "$ratio"
+    ratio=$(awk -v a="${row[0]}" -v b="$ratas" 'BEGIN {if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2fx", a / b}')
+    line="| $w | $n | $per |"
+    for v in "${row[@]}"; do line+=" $v |"; done
+    printf '%s %s |\n' "$line" "$ratio"
   done
 done
