@@ -43,45 +43,21 @@ std::uint64_t xorshift(std::uint64_t& x) {
   return x;
 }
 
-// cogwheel's wheel behind the interface of bench/peers' adapters (index-addressed timers).
-class cogwheel_timers {
- public:
-  explicit cogwheel_timers(std::size_t n)
-      : queue_(1ms, cogwheel::timer::clock::time_point(milliseconds(1'000'000'000))),
-        nodes_(new cogwheel::timer::timer_node[n + 1]), spare_(n) {
-    for (std::size_t i = 0; i <= n; ++i)
-      nodes_[i].set_on_expire([](cogwheel::timer::timer_node&) noexcept {});
-  }
-  void schedule(std::size_t i, milliseconds delay) { queue_.schedule(nodes_[i], now_ + delay); }
-  void cancel(std::size_t i) { queue_.cancel(nodes_[i]); }
-  void schedule_spare(milliseconds delay) { schedule(spare_, delay); }
-  void cancel_spare() { cancel(spare_); }
-  bool empty() const noexcept { return queue_.empty(); }
-  void tick() {
-    now_ += 1ms;
-    queue_.advance(now_);
-  }
-  ~cogwheel_timers() {
-    for (std::size_t i = 0; i <= spare_; ++i) queue_.cancel(nodes_[i]);
-  }
-
- private:
-  cogwheel::timer::timer_wheel queue_;
-  std::unique_ptr<cogwheel::timer::timer_node[]> nodes_;
-  std::size_t spare_;
-  cogwheel::timer::clock::time_point now_ = queue_.now();
-};
-
-// A benchmark-reference wheel (linked_wheel, striped_list_wheel<K>) behind the same interface;
-// Node is its node type. The striped nodes get an empty callback each, as the wheel's do.
+// A wheel behind the interface of bench/peers' adapters (index-addressed timers): cogwheel's
+// timer_wheel, or a benchmark reference (linked_wheel, striped_list_wheel<K>). Node is its node
+// type; every node gets an empty callback where the node has one.
 template <class Wheel, class Node>
-class reference_timers {
+class wheel_timers {
  public:
-  explicit reference_timers(std::size_t n)
+  explicit wheel_timers(std::size_t n)
       : queue_(1ms, cogwheel::timer::clock::time_point(milliseconds(1'000'000'000))),
         nodes_(new Node[n + 1]), spare_(n) {
-    if constexpr (requires(Node& x) { x.on_expire; })
-      for (std::size_t i = 0; i <= n; ++i) nodes_[i].on_expire = [](Node&) noexcept {};
+    for (std::size_t i = 0; i <= n; ++i) {
+      if constexpr (requires(Node& x) { x.set_on_expire([](Node&) noexcept {}); })
+        nodes_[i].set_on_expire([](Node&) noexcept {});
+      else if constexpr (requires(Node& x) { x.on_expire; })
+        nodes_[i].on_expire = [](Node&) noexcept {};
+    }
   }
   void schedule(std::size_t i, milliseconds delay) { queue_.schedule(nodes_[i], now_ + delay); }
   void cancel(std::size_t i) { queue_.cancel(nodes_[i]); }
@@ -91,6 +67,9 @@ class reference_timers {
   void tick() {
     now_ += 1ms;
     queue_.advance(now_);
+  }
+  ~wheel_timers() {  // timer_node aborts when destroyed while scheduled
+    for (std::size_t i = 0; i <= spare_; ++i) queue_.cancel(nodes_[i]);
   }
 
  private:
@@ -99,6 +78,7 @@ class reference_timers {
   std::size_t spare_;
   cogwheel::timer::clock::time_point now_ = queue_.now();
 };
+using cogwheel_timers = wheel_timers<cogwheel::timer::timer_wheel, cogwheel::timer::timer_node>;
 
 #ifdef COGWHEEL_PEER_RATAS
 struct ratas_queue : peers::ratas_timers {
@@ -234,13 +214,13 @@ int main(int argc, char** argv) {
   using cogwheel_bench::striped_list_wheel;
   using cogwheel_bench::striped_node;
   if (std::strcmp(argv[1], "linked") == 0)
-    return run<reference_timers<cogwheel_bench::linked_wheel, cogwheel_bench::linked_node>>(argv[2], n, ops);
+    return run<wheel_timers<cogwheel_bench::linked_wheel, cogwheel_bench::linked_node>>(argv[2], n, ops);
   if (std::strcmp(argv[1], "striped4") == 0)
-    return run<reference_timers<striped_list_wheel<4>, striped_node>>(argv[2], n, ops);
+    return run<wheel_timers<striped_list_wheel<4>, striped_node>>(argv[2], n, ops);
   if (std::strcmp(argv[1], "striped8") == 0)
-    return run<reference_timers<striped_list_wheel<8>, striped_node>>(argv[2], n, ops);
+    return run<wheel_timers<striped_list_wheel<8>, striped_node>>(argv[2], n, ops);
   if (std::strcmp(argv[1], "striped16") == 0)
-    return run<reference_timers<striped_list_wheel<16>, striped_node>>(argv[2], n, ops);
+    return run<wheel_timers<striped_list_wheel<16>, striped_node>>(argv[2], n, ops);
 #ifdef COGWHEEL_PEER_RATAS
   if (std::strcmp(argv[1], "ratas") == 0) return run<ratas_queue>(argv[2], n, ops);
 #endif
