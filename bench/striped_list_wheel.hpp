@@ -23,7 +23,15 @@
 // lookup; null pprev means idle (the node's whole state). The slot is implied: only when a
 // node was its stripe's only one (pprev points into heads_ and next is null) does cancel compute
 // the slot from pprev and test the slot's K heads (one cache line at K = 8) to clear the
-// occupancy bit, so next_deadline() stays exact.
+// occupancy bit, so next_deadline() is a slot start that holds a timer.
+//
+// Variants, for the probe's questions only: Node = striped_node24 drops the per-node callback
+// (24 bytes, the wheel's one callback fires it; timer_bench's struct of node and deadline is then
+// 32 bytes, as for the other queues, instead of 64). Lazy = true never clears an occupancy bit
+// on cancel: the neighbour's pprev write goes to a sink node when there is no neighbour (a
+// select, no branch), and advance() clears the bit of an emptied slot when it reaches it; next
+// deadline() may then be the start of an empty slot (timer_wheel's contract allows an early
+// answer: "never later than the earliest deadline").
 #pragma once
 
 #include <array>
@@ -51,29 +59,43 @@ struct striped_node {
 };
 static_assert(sizeof(striped_node) == 32);
 
-template <unsigned K>
+// The same without a callback of its own (24 bytes, as linked_node; the wheel's one callback
+// fires it): only to tell the node's size from the design in timer_bench, whose bench struct
+// (node + deadline) is 32 bytes with this node and 64 with striped_node.
+struct striped_node24 {
+  striped_node24* next = nullptr;
+  striped_node24** pprev = nullptr;
+  ct::tick_t tick = 0;
+
+  bool scheduled() const noexcept { return pprev != nullptr; }
+};
+
+template <unsigned K, class Node = striped_node, bool Lazy = false>
 class striped_list_wheel {
   static_assert(K >= 1 && (K & (K - 1)) == 0, "K is a power of two");
 
  public:
-  explicit striped_list_wheel(ct::clock::duration tick, ct::clock::time_point start = {})
-      : scale_(tick), elapsed_(scale_.now_tick(start)) {}
+  using expire_fn = void (*)(Node&) noexcept;  // the wheel's callback, for nodes without one
+
+  explicit striped_list_wheel(ct::clock::duration tick, ct::clock::time_point start = {},
+                              expire_fn on_expire = nullptr)
+      : scale_(tick), elapsed_(scale_.now_tick(start)), on_expire_(on_expire) {}
   striped_list_wheel(const striped_list_wheel&) = delete;
   striped_list_wheel& operator=(const striped_list_wheel&) = delete;
 
-  void schedule(striped_node& n, ct::clock::time_point deadline) {
+  void schedule(Node& n, ct::clock::time_point deadline) {
     file(n, scale_.deadline_tick(deadline));
     ++size_;
   }
 
-  bool cancel(striped_node& n) noexcept {
+  bool cancel(Node& n) noexcept {
     if (n.pprev == nullptr) return false;
     unlink(n);
     --size_;
     return true;
   }
 
-  void reschedule(striped_node& n, ct::clock::time_point deadline) {
+  void reschedule(Node& n, ct::clock::time_point deadline) {
     if (n.pprev != nullptr)
       unlink(n);
     else
@@ -155,9 +177,9 @@ class striped_list_wheel {
     return best;
   }
 
-  void file(striped_node& n, ct::tick_t t) noexcept {
+  void file(Node& n, ct::tick_t t) noexcept {
     n.tick = t;
-    striped_node** head = &overdue_;
+    Node** head = &overdue_;
     if (t > elapsed_) {
       const unsigned level = ct::detail::ring_level(elapsed_, t);
       const unsigned s = ct::detail::slot_for(t, level);
@@ -166,19 +188,25 @@ class striped_list_wheel {
       if (t < next_start_) next_start_ = t;
     }
     n.next = *head;
-    if (n.next != nullptr) n.next->pprev = &n.next;
+    if constexpr (Lazy) {
+      (n.next != nullptr ? n.next : &sink_)->pprev = &n.next;  // a select, not a branch
+    } else {
+      if (n.next != nullptr) n.next->pprev = &n.next;
+    }
     n.pprev = head;
     *head = &n;
   }
 
-  void unlink(striped_node& n) noexcept {
+  void unlink(Node& n) noexcept {
     *n.pprev = n.next;
-    if (n.next != nullptr) {
+    if constexpr (Lazy) {
+      (n.next != nullptr ? n.next : &sink_)->pprev = n.pprev;
+    } else if (n.next != nullptr) {
       n.next->pprev = n.pprev;
     } else if (n.pprev >= heads_.data() && n.pprev < heads_.data() + heads_.size()) {
       // The stripe is empty now; the slot is empty when all K stripes are.
       const auto id = static_cast<unsigned>(n.pprev - heads_.data()) / K;
-      striped_node* const* group = &heads_[id * K];
+      Node* const* group = &heads_[id * K];
       std::uintptr_t any = 0;
       for (unsigned i = 0; i < K; ++i) any |= reinterpret_cast<std::uintptr_t>(group[i]);
       if (any == 0) occupied_[id / slots] &= ~(std::uint64_t{1} << (id % slots));
@@ -190,8 +218,8 @@ class striped_list_wheel {
   // step, the stripe's next node prefetched (for writing: pprev is written) as soon as its
   // address is read, so up to K misses are in flight. Each node fires (tick <= now) or is
   // re-filed below (elapsed_ is the slot's start, so it lands at a lower level).
-  std::size_t take_slot(striped_node** group, ct::tick_t now) noexcept {
-    std::array<striped_node*, K> cur;
+  std::size_t take_slot(Node** group, ct::tick_t now) noexcept {
+    std::array<Node*, K> cur;
     for (unsigned i = 0; i < K; ++i) {
       cur[i] = group[i];
       group[i] = nullptr;
@@ -200,17 +228,17 @@ class striped_list_wheel {
     for (;;) {
       bool any = false;
       for (unsigned i = 0; i < K; ++i) {
-        striped_node* const n = cur[i];
+        Node* const n = cur[i];
         if (n == nullptr) continue;
         any = true;
-        striped_node* const nx = n->next;
+        Node* const nx = n->next;
         if (nx != nullptr) __builtin_prefetch(nx, 1);
         cur[i] = nx;
         n->pprev = nullptr;
         if (n->tick <= now) {
           --size_;
           ++fired;
-          if (n->on_expire != nullptr) n->on_expire(*n);
+          fire(*n);
         } else {
           file(*n, n->tick);
         }
@@ -220,17 +248,25 @@ class striped_list_wheel {
     return fired;
   }
 
+  void fire(Node& n) noexcept {
+    if constexpr (requires { n.on_expire; }) {
+      if (n.on_expire != nullptr) n.on_expire(n);
+    } else {
+      if (on_expire_ != nullptr) on_expire_(n);
+    }
+  }
+
   std::size_t fire_overdue() noexcept {
     std::size_t fired = 0;
-    striped_node* list = overdue_;
+    Node* list = overdue_;
     overdue_ = nullptr;
     while (list != nullptr) {
-      striped_node* n = list;
+      Node* n = list;
       list = n->next;
       n->pprev = nullptr;
       --size_;
       ++fired;
-      if (n->on_expire != nullptr) n->on_expire(*n);
+      fire(*n);
     }
     return fired;
   }
@@ -238,6 +274,7 @@ class striped_list_wheel {
   ct::tick_scale scale_;
   ct::tick_t elapsed_;
   std::size_t size_ = 0;
+  expire_fn on_expire_;
   std::uint32_t stripe_ = 0;  // round-robin stripe of the next link
   // At most the earliest pending tick: advance() to an earlier time has nothing to fire and
   // returns at once. Set to the earliest slot start by a scan, lowered to each filed tick (not
@@ -245,8 +282,9 @@ class striped_list_wheel {
   // leaves it low, and the next advance() past it rescans once).
   ct::tick_t next_start_ = ~ct::tick_t{0};
   std::array<std::uint64_t, levels> occupied_{};
-  striped_node* overdue_ = nullptr;
-  alignas(64) std::array<striped_node*, levels * slots * K> heads_{};
+  Node* overdue_ = nullptr;
+  Node sink_;  // Lazy: takes the pprev write when a node has no successor
+  alignas(64) std::array<Node*, levels * slots * K> heads_{};
 };
 
 }  // namespace cogwheel_bench

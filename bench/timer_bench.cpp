@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -46,6 +47,7 @@ using cogwheel_bench::linked_node;
 using cogwheel_bench::linked_wheel;
 using cogwheel_bench::striped_list_wheel;
 using cogwheel_bench::striped_node;
+using cogwheel_bench::striped_node24;
 using time_point = cogwheel::timer::clock::time_point;
 using duration = cogwheel::timer::clock::duration;
 using namespace timer_workload;
@@ -63,9 +65,9 @@ template <>
 struct node_of<linked_wheel> {
   using type = linked_node;
 };
-template <unsigned K>
-struct node_of<striped_list_wheel<K>> {
-  using type = striped_node;
+template <unsigned K, class Node, bool Lazy>
+struct node_of<striped_list_wheel<K, Node, Lazy>> {
+  using type = Node;
 };
 
 // What a timer's owner looks like to the queue: a node and the deadline it was given.
@@ -454,19 +456,29 @@ void add_max(const char* kind, max_workload fn) {
     }
 }
 
-// Each operation on the wheel, the heap and the linked reference, N ascending: registration
-// order is run order.
-#define COGWHEEL_ADD_WORKLOAD(op, unit)             \
-  do {                                              \
-    add(#op, "wheel", &op<timer_wheel>, unit);      \
-    add(#op, "heap", &op<timer_heap>, unit);        \
-    add(#op, "linked", &op<linked_wheel>, unit);    \
-    add(#op, "striped4", &op<striped_list_wheel<4>>, unit);    \
-    add(#op, "striped8", &op<striped_list_wheel<8>>, unit);    \
-    add(#op, "striped16", &op<striped_list_wheel<16>>, unit);    \
+// Each operation on the wheel, the heap, the linked reference and the striped-list probe
+// (bench/striped_list_wheel.hpp: K = 8, 32-byte node), N ascending: registration order is run
+// order. With COGWHEEL_BENCH_STRIPED set in the environment, the probe's variants join
+// (docs/timer.md, "Probe: striped list slots"): striped4 and striped16 (K), striped8s (24-byte
+// node, so the bench struct is 32 bytes as the others', not 64), striped8l (occupancy bits
+// cleared lazily, no branch on a neighbour) and striped8sl (both).
+#define COGWHEEL_ADD_WORKLOAD(op, unit)                                                     \
+  do {                                                                                      \
+    add(#op, "wheel", &op<timer_wheel>, unit);                                              \
+    add(#op, "heap", &op<timer_heap>, unit);                                                \
+    add(#op, "linked", &op<linked_wheel>, unit);                                            \
+    add(#op, "striped8", &op<striped_list_wheel<8>>, unit);                                 \
+    if (striped_variants) {                                                                 \
+      add(#op, "striped4", &op<striped_list_wheel<4>>, unit);                               \
+      add(#op, "striped16", &op<striped_list_wheel<16>>, unit);                             \
+      add(#op, "striped8s", &op<striped_list_wheel<8, striped_node24>>, unit);              \
+      add(#op, "striped8l", &op<striped_list_wheel<8, striped_node, true>>, unit);          \
+      add(#op, "striped8sl", &op<striped_list_wheel<8, striped_node24, true>>, unit);       \
+    }                                                                                       \
   } while (false)
 
 void register_all() {
+  const bool striped_variants = std::getenv("COGWHEEL_BENCH_STRIPED") != nullptr;
   COGWHEEL_ADD_WORKLOAD(churn, benchmark::kNanosecond);
   COGWHEEL_ADD_WORKLOAD(churn_hot, benchmark::kNanosecond);
   COGWHEEL_ADD_WORKLOAD(schedule_cancel, benchmark::kNanosecond);

@@ -219,6 +219,8 @@ int main(int argc, char** argv) {
     return run<wheel_timers<striped_list_wheel<4>, striped_node>>(argv[2], n, ops);
   if (std::strcmp(argv[1], "striped8") == 0)
     return run<wheel_timers<striped_list_wheel<8>, striped_node>>(argv[2], n, ops);
+  if (std::strcmp(argv[1], "striped8l") == 0)
+    return run<wheel_timers<striped_list_wheel<8, striped_node, true>, striped_node>>(argv[2], n, ops);
   if (std::strcmp(argv[1], "striped16") == 0)
     return run<wheel_timers<striped_list_wheel<16>, striped_node>>(argv[2], n, ops);
 #ifdef COGWHEEL_PEER_RATAS
