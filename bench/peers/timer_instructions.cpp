@@ -203,7 +203,7 @@ int run(const char* workload, std::size_t n, std::size_t ops) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s wheel|linked|striped4|striped8|striped16|ratas churn|schedule_cancel|expire|idle N OPS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s wheel|linked|striped4|striped8|striped8l|striped16|ratas churn|schedule_cancel|expire|idle N OPS\n", argv[0]);
     return 2;
   }
   const std::size_t n = std::strtoull(argv[3], nullptr, 0);
