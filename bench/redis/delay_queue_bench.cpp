@@ -11,7 +11,9 @@
 // lateness (handler start - due time) p50/p99/max, and Redis CPU per fired job (ns on the CPU
 // of the redis-server process's threads, /proc/<pid>/task/*/schedstat, over the round, which
 // includes idle polls).
-// Medians over the rounds are printed as a Markdown table.
+// Medians over the rounds are printed as a Markdown table, with each kind's Redis CPU per job over
+// the 100 ms poller's: the ratio of the medians, and the median and range of the ratios paired by
+// round. Each round starts with the next kind in turn (no kind is always first).
 //
 // Then, unless --throughput=0: end-to-end throughput (jobs scheduled due at once by 256
 // producers on a third thread, fired and acknowledged by the 2 lookahead workers), with the
@@ -320,9 +322,14 @@ int main(int argc, char** argv) {
   std::printf("%d rounds of %d jobs due over %d s, %u workers, %d jobs pending\n\n", cfg.rounds, cfg.jobs,
               cfg.seconds, cfg.workers, cfg.pending);
   std::vector<double> v[kinds][4];
+  std::vector<int> chosen;
+  for (int kind = 0; kind < kinds; ++kind)
+    if (cfg.kinds.find(static_cast<char>('0' + kind)) != std::string::npos) chosen.push_back(kind);
   for (int r = 0; r < cfg.rounds; ++r) {
-    for (int kind = 0; kind < kinds; ++kind) {  // interleaved, so drift hits every kind alike
-      if (cfg.kinds.find(static_cast<char>('0' + kind)) == std::string::npos) continue;
+    // Interleaved, so drift hits every kind alike, and each round starts with the next kind, so
+    // that no kind is always the first after the pending jobs were scheduled.
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      const int kind = chosen[(i + static_cast<std::size_t>(r)) % chosen.size()];
       const round_result x = fire(cfg, server.pid(), server.port(), kind, r);
       std::fprintf(stderr, "round %d %s: p50 %.0f us p99 %.0f us max %.0f us, redis %.2f us/job\n", r,
                    kind_names[kind], x.p50_us, x.p99_us, x.max_us, x.redis_cpu_us_per_job);
@@ -338,9 +345,15 @@ int main(int argc, char** argv) {
       std::printf("| %s | %.2f ms | %.2f ms | %.2f ms | %.2f us |\n", kind_names[kind], median(v[kind][0]) / 1e3,
                 median(v[kind][1]) / 1e3, median(v[kind][2]) / 1e3, median(v[kind][3]));
   for (int kind : {0, 1, 3})
-    if (!v[kind][0].empty() && !v[2][0].empty())
+    if (!v[kind][0].empty() && !v[2][0].empty()) {
       std::printf("\n%s / polling every 100 ms: Redis CPU per job x%.2f, p99 lateness x%.3f", kind_names[kind],
-                median(v[kind][3]) / median(v[2][3]), median(v[kind][1]) / median(v[2][1]));
+                  median(v[kind][3]) / median(v[2][3]), median(v[kind][1]) / median(v[2][1]));
+      // Paired by round (the same minute of the machine's load): median and range of the ratios.
+      std::vector<double> paired;
+      for (std::size_t r = 0; r < v[kind][3].size(); ++r) paired.push_back(v[kind][3][r] / v[2][3][r]);
+      std::printf("; per round x%.2f median, x%.2f-x%.2f", median(paired), *std::min_element(paired.begin(), paired.end()),
+                  *std::max_element(paired.begin(), paired.end()));
+    }
   std::printf("\n");
   if (cfg.throughput > 0) {
     std::vector<double> t[4];

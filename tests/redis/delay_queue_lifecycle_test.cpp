@@ -2,7 +2,8 @@
 // hands back what it holds and returns; an oversized payload goes to the dead set without
 // stopping the others; max_attempts holds when leases expire; the dead set can be listed and
 // requeued; schedule_after counts on the server's clock; a paused clock is refused; prefetched
-// jobs never start early. And the lateness histogram of the stats.
+// jobs never start early, claimed once per 3/4 of the lookahead. And the lateness histogram of
+// the stats.
 #include <cogwheel/redis/delay_queue.hpp>
 
 #include <cogwheel/cogwheel.hpp>
@@ -202,6 +203,56 @@ TEST_F(redis_delay_queue_life, prefetched_jobs_start_at_their_due_time_never_ear
   }());
 }
 
+// With a lookahead L, a worker claims again when 3/4 of L is used up (plus its jitter of up
+// to L/8), not at half of L (plus up to L/4): over a dense stream of jobs, 4 workers (4 queues,
+// each its own random jitter) make at most duration / (3L/4) claims each, plus a few at the
+// edges (before: about duration / (5L/8)). Every job still starts at or after its due time.
+TEST_F(redis_delay_queue_life, a_lookahead_worker_claims_once_per_three_quarters_of_its_lookahead) {
+  constexpr int queues = 4;
+  constexpr int jobs = 1000;
+  constexpr auto every = 3ms;  // the stream lasts 3 s
+  constexpr auto lookahead = 200ms;
+  std::uint64_t claims = 0;
+  int fired = 0;
+  int early = 0;
+  run([&]() -> task<void> {
+    const auto start = wall_clock::now() + 1500ms;  // after every job is scheduled, even under ASan
+    auto one = [&](int k) -> task<void> {
+      auto c = co_await redis::client::connect(options());
+      CO_ASSERT_OK(c);
+      delay_queue q(*c, "cadence" + std::to_string(k));
+      for (int i = 0; i < jobs; ++i)
+        EXPECT_TRUE(*co_await q.schedule("c" + std::to_string(i), "", start + every * i));
+      auto handler = [&](const job& j) -> task<result<void>> {
+        if (wall_us() < j.due_ms * 1000) ++early;
+        ++fired;
+        co_return result<void>();
+      };
+      auto w = worker();
+      w.lookahead = lookahead;
+      w.max_wait = 1s;  // the fixture's 100 ms would cap the sleep between claims
+      w.concurrency = 1000;
+      auto scenario = [&]() -> task<void> {
+        for (int i = 0; i < 1000 && q.stats().fired < static_cast<std::uint64_t>(jobs); ++i) co_await sleep_for(10ms);
+        q.stop();
+      };
+      co_await when_all(q.run(handler, w), scenario());
+      claims += q.stats().claims;
+    };
+    std::vector<task<void>> all;
+    for (int k = 0; k < queues; ++k) all.push_back(one(k));
+    co_await when_all(std::move(all));
+  }());
+  EXPECT_EQ(fired, queues * jobs);
+  EXPECT_EQ(early, 0);
+  // Per worker: at most the stream's 3 s / 150 ms = 20, plus one claim at the start, one before
+  // the stream and one at the end (seen: 78-83 for the 4, Release and ASan). At half of L plus the old jitter:
+  // 3 s / 100-150 ms, 20-30 each, and 98-106 for the 4 were seen.
+  const auto stream_ms = std::chrono::duration_cast<std::chrono::milliseconds>(every * jobs).count();
+  const std::uint64_t bound = queues * (static_cast<std::uint64_t>(stream_ms / (lookahead.count() * 3 / 4)) + 3);
+  EXPECT_LE(claims, bound) << "claims of " << queues << " workers";
+}
+
 // EVALSHA calls counted by the server since CONFIG RESETSTAT.
 task<std::uint64_t> evalsha_calls(redis::client& c) {
   auto info = co_await c.command("INFO", "commandstats");
@@ -228,7 +279,7 @@ TEST_F(redis_delay_queue_life, acknowledgements_ride_on_the_next_claim) {
     auto handler = [&](const job&) -> task<result<void>> { co_return result<void>(); };
     auto w = worker();
     w.lookahead = 200ms;
-    w.ack_delay = 100ms;  // >= the claims' interval (lookahead / 2 + a jitter of up to lookahead / 4) - ack_delay
+    w.ack_delay = 100ms;  // >= the claims' interval (3/4 of the lookahead + a jitter of up to 1/8) - ack_delay
     w.concurrency = 1000;
     auto scenario = [&]() -> task<void> {
       for (int i = 0; i < 500 && q.stats().acked < static_cast<std::uint64_t>(n); ++i) co_await sleep_for(10ms);

@@ -109,7 +109,8 @@ struct worker_options {
   /// (without lookahead: trades this much lateness for fewer claims).
   std::chrono::milliseconds coalesce{0};
   /// Claim the jobs due within this window and hold them on the wheel until their due time:
-  /// one claim per lookahead / 2 of due jobs instead of one per due instant.
+  /// one claim per 3/4 to 7/8 of a lookahead (a per-worker jitter) instead of one per due
+  /// instant; a job is claimed at least lookahead / 8 before it is due.
   std::chrono::milliseconds lookahead{0};
   /// Acknowledgements wait this long to go as one batch (a full batch of 512 goes at once):
   /// one script per batch instead of one per job, for jobs held this much longer in flight.
