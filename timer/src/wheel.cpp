@@ -1,6 +1,7 @@
 #include <cogwheel/timer/wheel.hpp>
 
 #include <bit>
+#include <limits>
 #include <utility>
 
 namespace cogwheel::timer {
@@ -62,7 +63,8 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
   std::optional<tick_t> next;
   if (auto e = next_expiration()) next = e->tick;
   if (staged_count_ > 0) {
-    const tick_t staged = min_staged_ > elapsed_ ? min_staged_ : elapsed_;
+    const tick_t current = current_tick();
+    const tick_t staged = min_staged_ > current ? min_staged_ : current;
     if (!next || staged < *next) next = staged;
   }
   if (next) return scale_.time_of(*next);
@@ -88,6 +90,7 @@ void timer_wheel::release_slot(std::uint16_t id) noexcept {
 }
 
 void timer_wheel::file_staged(bool update) {
+  catch_up();
   if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();
   min_staged_ = ~tick_t{0};
@@ -104,11 +107,24 @@ void timer_wheel::update_next_work() noexcept {
   next_visit_ = visit;
   if (slots_[overdue_slot].live > 0) {
     next_work_ = elapsed_;
+    fast_before_ = first_instant(next_work_);
     return;
   }
   tick_t next = visit;
   if (auto e = next_expiration(); e && e->tick < next) next = e->tick;
   next_work_ = next;
+  fast_before_ = first_instant(next_work_);
+}
+
+clock::rep timer_wheel::first_instant(tick_t t) const noexcept {
+  // The first instant of tick t is t * tick; no instant below tick 1's is before tick 0, and a
+  // product beyond the clock's range saturates (every instant the clock can name is then before
+  // tick t but the last, which takes the exact path).
+  constexpr auto max = std::numeric_limits<clock::rep>::max();
+  const auto d = static_cast<std::uint64_t>(scale_.tick().count());
+  if (t == 0) return std::numeric_limits<clock::rep>::min();
+  if (t > static_cast<std::uint64_t>(max) / d) return max;
+  return static_cast<clock::rep>(t * d);
 }
 
 // The stall this avoids: a pushed-back deadline stays in its old slot (lazy reschedule), so
@@ -315,6 +331,7 @@ void timer_wheel::process(const expiration& e, tick_t now) {
 
 std::size_t timer_wheel::advance_to(tick_t now) {
   assert(!advancing_ && "advance() called from an expiry callback");
+  catch_up();
   if (now < elapsed_) return 0;
   advancing_ = true;
   if (staged_count_ > 0) {

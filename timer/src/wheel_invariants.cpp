@@ -109,6 +109,10 @@ const char* timer_wheel::invariant_violation() const noexcept {
   if (pool_.allocated() != blocks_in_use + pool_.free_count())
     return "the block pool lost or duplicated a block";
 
+  // The O(1) path of advance() compares times with fast_before_, the first instant of next_work_.
+  if (fast_before_ != first_instant(next_work_)) return "fast_before_ is not next_work_'s first instant";
+  if (current_tick() != elapsed_ && latest_ >= fast_before_)
+    return "advance() skipped a time at or after next_work_";
   // The O(1) path of advance() may skip ticks before next_work_ only if nothing is due there.
   if (slots_[overdue_slot].live > 0 && next_work_ > elapsed_ && staged_count_ == 0)
     return "a timer is overdue but advance() would take the O(1) path";
