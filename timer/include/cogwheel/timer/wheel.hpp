@@ -154,7 +154,8 @@ class timer_wheel {
 
   /// Slots holding fewer timers than this are not visited early (re-filing 512 at once costs
   /// ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
-  void set_visit_min_live(std::uint32_t n) noexcept { visit_min_live_ = n; }
+  /// (0 counts as 1.) O(slots).
+  void set_visit_min_live(std::uint32_t n) noexcept;
 
   /// Timers pending (scheduled and not yet fired or cancelled). O(1).
   std::size_t size() const noexcept { return size_; }
@@ -186,8 +187,8 @@ class timer_wheel {
     std::array<std::size_t, detail::level_count + 1> out{};
     for (unsigned level = 0; level < detail::level_count; ++level)
       for (std::uint64_t bits = occupied_[level]; bits != 0; bits &= bits - 1)
-        out[level] += slots_[level * detail::slots_per_level + static_cast<unsigned>(__builtin_ctzll(bits))].live;
-    out[detail::level_count] = slots_[overdue_slot].live + staged_count_;
+        out[level] += levels_[level][__builtin_ctzll(bits)].live;
+    out[detail::level_count] = overdue_.live + staged_count_;
     return out;
   }
 
@@ -242,6 +243,17 @@ class timer_wheel {
   // The first instant of tick t in clock::rep, as fast_before_ holds it for next_work_.
   clock::rep first_instant(tick_t t) const noexcept;
 
+  // Slot `id`: an index into its level's array (the overdue list is level level_count's only
+  // slot). Precondition: the level's array exists (it does for every id a node or a bit names).
+  slot& slot_at(std::uint16_t id) noexcept {
+    return levels_[id >> detail::slot_bits][id & (detail::slots_per_level - 1)];
+  }
+  const slot& slot_at(std::uint16_t id) const noexcept {
+    return levels_[id >> detail::slot_bits][id & (detail::slots_per_level - 1)];
+  }
+  // Allocates level `level`'s 64 slot headers (1.5 KiB), at its first filing (wheel.cpp).
+  void add_level(unsigned level);
+
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
   void file(timer_node& n, tick_t t) {
     n.tick_ = t;
@@ -249,6 +261,8 @@ class timer_wheel {
     if (t > elapsed_) {
       const unsigned level = detail::ring_level(elapsed_, t);
       const unsigned s = detail::slot_for(t, level);
+      if (levels_[level] == nullptr) [[unlikely]]
+        add_level(level);
       id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
       occupied_[level] |= std::uint64_t{1} << s;
       detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
@@ -269,7 +283,8 @@ class timer_wheel {
     const unsigned level = detail::ring_level(elapsed_, t);
     const unsigned s = detail::slot_for(t, level);
     const auto id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
-    const std::uint32_t i = slots_[id].try_append(&n, visit_min_live_);
+    slot* const lv = levels_[level];
+    const std::uint32_t i = lv == nullptr ? detail::no_hole : lv[s].try_append(&n, visit_min_live_);
     if (i == detail::no_hole) {
       file(n, t);
       return;
@@ -284,20 +299,27 @@ class timer_wheel {
   // visits: the visit of a slot with fewer entries sleeps until the slot comes due (visit()),
   // as it cannot hold that many live nodes without appending. Only appends check the size.
   void wake_visits(std::uint16_t id) noexcept {
-    if (id < wheel_slots) visits_[id / detail::slots_per_level].next_tick = 0;
+    if (id < wheel_slots) {
+      visits_[id / detail::slots_per_level].next_tick = 0;
+      ++big_slots_[id / detail::slots_per_level];
+    }
+  }
+  // Slot `sl` of `level` is about to be emptied: it no longer counts in big_slots_.
+  void forget_big(unsigned level, const slot& sl) noexcept {
+    if (sl.size >= visit_min_live_) --big_slots_[level];
   }
 
   void add_to(std::uint16_t id, timer_node& n) {
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
-    n.pos_ = slots_[id].add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
+    n.pos_ = slot_at(id).add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
   }
 
   // Takes n out of its slot. live, the bitmap and size stay exact at once; for a filed node the
   // entry itself becomes a hole at the next flush_cancels() (an emptied slot is reset now, and
   // its logged entries are then beyond its size and skipped).
   void unlink(timer_node& n) noexcept {
-    slot& sl = slots_[n.slot_];
+    slot& sl = slot_at(n.slot_);
     assert(n.pos_ < sl.size && sl.at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
     if (sl.live == 1) {
@@ -336,16 +358,20 @@ class timer_wheel {
   std::size_t advance_to(tick_t now);
   void visit(unsigned level);
   static bool mostly_pushed(slot& sl, tick_t end_tick) noexcept;
-  void update_next_work() noexcept;
+  // With `known`, the next slot to come due is *known (advance_to() has just found it).
+  void update_next_work(const std::optional<expiration>* known = nullptr) noexcept;
 
   tick_scale scale_;
   tick_t elapsed_;
   std::size_t size_ = 0;
   bool advancing_ = false;
   std::array<std::uint64_t, detail::level_count> occupied_{};
-  detail::block_pool pool_;            // declared before the slots: outlives their blocks
-  std::array<slot, wheel_slots + 1> slots_;  // the wheel's slots, then the overdue list
-  slot scratch_;                      // the slot being processed or filed, detached
+  detail::block_pool pool_;            // declared before the slots: outlives their arrays
+  // Each level's 64 slots, allocated at the level's first filing and kept (a wheel whose timers
+  // are all 1..60 s ahead uses levels 0..2 of 11); then &overdue_.
+  std::array<slot*, detail::level_count + 1> levels_{};
+  slot overdue_;                      // deadlines at or before elapsed_ when filed
+  slot scratch_;                      // the slot being processed, detached
   std::uint32_t staged_count_ = 0;
   std::array<timer_node*, stage_limit> staged_;  // scheduled, not yet filed
   tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
@@ -362,6 +388,11 @@ class timer_wheel {
   std::array<visit_state, detail::level_count> visits_{};
   tick_t next_visit_ = 0;  // no visit step is due before this tick (the least next_tick)
   std::uint32_t visit_min_live_ = 512;  // slots with fewer live nodes are not visited early
+  // Per level, the slots with at least visit_min_live_ entries (live or holes): a level without
+  // one has nothing to visit (no slot can hold that many live nodes), so advance() skips its
+  // visits. Exact: an append that reaches the threshold adds one (wake_visits()), emptying such
+  // a slot removes it (forget_big()).
+  std::array<std::uint8_t, detail::level_count> big_slots_{};
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;
