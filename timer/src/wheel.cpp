@@ -32,11 +32,13 @@ timer_wheel::~timer_wheel() {
 
 void timer_wheel::set_visit_min_live(std::uint32_t n) noexcept {
   visit_min_live_ = n > 0 ? n : 1;
+  big_levels_ = 0;
   for (unsigned level = 0; level < level_count; ++level) {
     big_slots_[level] = 0;
     if (levels_[level] == nullptr) continue;
     for (unsigned s = 0; s < slots_per_level; ++s)
       if (levels_[level][s].size >= visit_min_live_) ++big_slots_[level];
+    if (level > 0 && big_slots_[level] > 0) big_levels_ |= 1u << level;
     visits_[level].next_tick = 0;
   }
   update_next_work();
@@ -126,13 +128,14 @@ void timer_wheel::file_staged(bool update) {
 
 void timer_wheel::update_next_work(const std::optional<expiration>* known) noexcept {
   tick_t visit = ~tick_t{0};
-  for (unsigned level = 1; level < level_count; ++level)
-    if (big_slots_[level] != 0 && occupied_[level] != 0 && visits_[level].next_tick < visit)
-      visit = visits_[level].next_tick;
+  for (std::uint32_t m = big_levels_; m != 0; m &= m - 1) {
+    const auto level = static_cast<unsigned>(std::countr_zero(m));
+    if (occupied_[level] != 0 && visits_[level].next_tick < visit) visit = visits_[level].next_tick;
+  }
   next_visit_ = visit;
   if (overdue_.live > 0) {
     next_work_ = elapsed_;
-    fast_before_ = first_instant(next_work_);
+    set_fast_limit();
     return;
   }
   tick_t next = visit;
@@ -142,7 +145,12 @@ void timer_wheel::update_next_work(const std::optional<expiration>* known) noexc
     next = e->tick;
   }
   next_work_ = next;
-  fast_before_ = first_instant(next_work_);
+  set_fast_limit();
+}
+
+void timer_wheel::set_fast_limit() noexcept {
+  fast_limit_ = first_instant(next_work_);
+  fast_before_ = staged_count_ == 0 ? fast_limit_ : std::numeric_limits<clock::rep>::min();
 }
 
 clock::rep timer_wheel::first_instant(tick_t t) const noexcept {
@@ -360,6 +368,17 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   scratch_.release(pool_);
 }
 
+std::size_t timer_wheel::advance_slow(clock::time_point now) {
+  const clock::rep ns = now.time_since_epoch().count();
+  if (staged_count_ == 0 && ns < fast_limit_) {
+    detail::cover([](detail::wheel_coverage& c) { ++c.fast_advances; });
+    fast_before_ = fast_limit_;
+    if (ns > latest_) latest_ = ns;
+    return 0;
+  }
+  return advance_to(scale_.now_tick(now));
+}
+
 std::size_t timer_wheel::advance_to(tick_t now) {
   assert(!advancing_ && "advance() called from an expiry callback");
   catch_up();
@@ -386,11 +405,13 @@ std::size_t timer_wheel::advance_to(tick_t now) {
   // tick before every occupied slot's start changes no slot's start.
   bool visited = false;
   if (elapsed_ >= next_visit_)
-    for (unsigned level = 1; level < level_count; ++level)
-      if (big_slots_[level] != 0 && occupied_[level] != 0) {
+    for (std::uint32_t m = big_levels_; m != 0; m &= m - 1) {
+      const auto level = static_cast<unsigned>(std::countr_zero(m));
+      if (occupied_[level] != 0) {
         visit(level);
         visited = true;
       }
+    }
   update_next_work(visited ? nullptr : &e);
 
   const std::size_t fired = batch_.fire_all();

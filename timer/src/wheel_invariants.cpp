@@ -4,6 +4,7 @@
 #include <cogwheel/timer/wheel.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace cogwheel::timer {
@@ -41,6 +42,8 @@ const char* timer_wheel::invariant_violation() const noexcept {
     if (levels_[level] != nullptr)
       for (unsigned s = 0; s < slots_per_level; ++s) big += levels_[level][s].size >= visit_min_live_ ? 1 : 0;
     if (big != big_slots_[level]) return "a level's count of slots to visit disagrees with its slots";
+    if (((big_levels_ >> level & 1) != 0) != (level > 0 && big > 0))
+      return "a level's bit of levels to visit disagrees with its slots";
   }
   std::size_t live_total = 0;
   std::size_t blocks_in_use = 0;
@@ -132,8 +135,12 @@ const char* timer_wheel::invariant_violation() const noexcept {
     return "the block pool lost or duplicated a block";
 
   // The O(1) path of advance() compares times with fast_before_, the first instant of next_work_.
-  if (fast_before_ != first_instant(next_work_)) return "fast_before_ is not next_work_'s first instant";
-  if (current_tick() != elapsed_ && latest_ >= fast_before_)
+  if (fast_limit_ != first_instant(next_work_)) return "fast_limit_ is not next_work_'s first instant";
+  if (fast_before_ != fast_limit_ && fast_before_ != std::numeric_limits<clock::rep>::min())
+    return "fast_before_ is neither fast_limit_ nor the minimum";
+  if (staged_count_ > 0 && fast_before_ != std::numeric_limits<clock::rep>::min())
+    return "a node is staged but advance() would take the O(1) path";
+  if (current_tick() != elapsed_ && latest_ >= fast_limit_)
     return "advance() skipped a time at or after next_work_";
   // The O(1) path of advance() may skip ticks before next_work_ only if nothing is due there.
   if (overdue_.live > 0 && next_work_ > elapsed_ && staged_count_ == 0)

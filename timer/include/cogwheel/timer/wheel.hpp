@@ -127,16 +127,16 @@ class timer_wheel {
   /// Precondition: not called from inside an expiry callback.
   std::size_t advance(clock::time_point now) {
     // Nothing can be due: O(1), and in time units, so that an event loop's many advance() calls
-    // with nothing to do cost a compare or two and no division by the tick (at 1e3 timers
-    // expiring 1 ms at a time, ~60 such calls per timer were 60% of its instructions). elapsed_
-    // catches up with latest_ when the wheel next files or advances (catch_up()).
+    // with nothing to do cost one compare and no division by the tick (at 1e3 timers expiring
+    // 1 ms at a time, ~60 such calls per timer were 60% of its instructions). elapsed_ catches
+    // up with latest_ when the wheel next files or advances (catch_up()).
     const clock::rep ns = now.time_since_epoch().count();
-    if (ns < fast_before_ && staged_count_ == 0) {
+    if (ns < fast_before_) {
       detail::cover([](detail::wheel_coverage& c) { ++c.fast_advances; });
       if (ns > latest_) latest_ = ns;
       return 0;
     }
-    return advance_to(scale_.now_tick(now));
+    return advance_slow(now);
   }
 
   /// The earliest time at which advance() may have work: exact when the earliest timer sits at
@@ -218,6 +218,7 @@ class timer_wheel {
 
   // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
+    fast_before_ = std::numeric_limits<clock::rep>::min();  // advance() must file it
     n.tick_ = t;
     if (t < min_staged_) min_staged_ = t;
     n.state_ = timer_node::state::queued;
@@ -242,6 +243,8 @@ class timer_wheel {
   void catch_up() noexcept { elapsed_ = current_tick(); }
   // The first instant of tick t in clock::rep, as fast_before_ holds it for next_work_.
   clock::rep first_instant(tick_t t) const noexcept;
+  // Sets fast_limit_ from next_work_, and fast_before_ to it unless a node is staged.
+  void set_fast_limit() noexcept;
 
   // Slot `id`: an index into its level's array (the overdue list is level level_count's only
   // slot). Precondition: the level's array exists (it does for every id a node or a bit names).
@@ -300,13 +303,15 @@ class timer_wheel {
   // as it cannot hold that many live nodes without appending. Only appends check the size.
   void wake_visits(std::uint16_t id) noexcept {
     if (id < wheel_slots) {
-      visits_[id / detail::slots_per_level].next_tick = 0;
-      ++big_slots_[id / detail::slots_per_level];
+      const unsigned level = id / detail::slots_per_level;
+      visits_[level].next_tick = 0;
+      ++big_slots_[level];
+      if (level > 0) big_levels_ |= 1u << level;
     }
   }
   // Slot `sl` of `level` is about to be emptied: it no longer counts in big_slots_.
   void forget_big(unsigned level, const slot& sl) noexcept {
-    if (sl.size >= visit_min_live_) --big_slots_[level];
+    if (sl.size >= visit_min_live_ && --big_slots_[level] == 0) big_levels_ &= ~(1u << level);
   }
 
   void add_to(std::uint16_t id, timer_node& n) {
@@ -356,6 +361,10 @@ class timer_wheel {
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
   std::size_t advance_to(tick_t now);
+  // advance() past fast_before_: the O(1) answer still, if nothing is staged any more (a node
+  // staged and cancelled since the last advance) and `now` is before fast_limit_; else
+  // advance_to().
+  std::size_t advance_slow(clock::time_point now);
   void visit(unsigned level);
   static bool mostly_pushed(slot& sl, tick_t end_tick) noexcept;
   // With `known`, the next slot to come due is *known (advance_to() has just found it).
@@ -381,7 +390,10 @@ class timer_wheel {
   tick_t next_work_ = 0;
   // The first instant of tick next_work_ in clock::rep (nanoseconds; saturated at the maximum,
   // the minimum when next_work_ is 0): now_tick(t) < next_work_ exactly when t's count is below
-  // it. What advance()'s O(1) path compares with, without dividing by the tick.
+  // it, so while nothing is staged advance() compares with it, without dividing by the tick.
+  clock::rep fast_limit_ = std::numeric_limits<clock::rep>::min();
+  // fast_limit_, or the minimum once a node was staged (schedule() writes it, so that advance()
+  // tests one value): advance() with a time below it has nothing to do.
   clock::rep fast_before_ = std::numeric_limits<clock::rep>::min();
   // The latest time an advance() that took the O(1) path was given (see current_tick()).
   clock::rep latest_ = std::numeric_limits<clock::rep>::min();
@@ -393,6 +405,7 @@ class timer_wheel {
   // visits. Exact: an append that reaches the threshold adds one (wake_visits()), emptying such
   // a slot removes it (forget_big()).
   std::array<std::uint8_t, detail::level_count> big_slots_{};
+  std::uint32_t big_levels_ = 0;  // bit L (L >= 1: level 0 is never visited): big_slots_[L] > 0
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;
