@@ -11,7 +11,7 @@ using detail::slots_per_level;
 
 timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
     : scale_(tick), elapsed_(scale_.now_tick(start)) {
-  levels_[level_count] = &overdue_;
+  set_level(level_count, &overdue_);
 }
 
 timer_wheel::~timer_wheel() {
@@ -44,7 +44,7 @@ void timer_wheel::set_visit_min_live(std::uint32_t n) noexcept {
   update_next_work();
 }
 
-void timer_wheel::add_level(unsigned level) { levels_[level] = new slot[slots_per_level]; }
+void timer_wheel::add_level(unsigned level) { set_level(level, new slot[slots_per_level]); }
 
 std::size_t timer_wheel::memory_bytes() const noexcept {
   std::size_t bytes = sizeof(*this) + batch_.memory_bytes() + pool_.memory_bytes();

@@ -60,6 +60,8 @@ const char* timer_wheel::invariant_violation() const noexcept {
     if (cap != 0 && (cap < detail::first_entries_min ||
                      (cap <= detail::block_entries ? (cap & (cap - 1)) != 0 : cap % detail::block_entries != 0)))
       return "a slot's capacity is not one its arrays can have";
+    if ((sl.table == &sl.first) != (cap <= detail::block_entries))
+      return "a slot's table is not its first array exactly when it has one array";
     blocks_in_use += cap <= detail::block_entries ? (cap != 0 ? 1 : 0) : sl.block_count() + 1;
     if (sl.size > cap) return "a slot holds more entries than its arrays";
     if (sl.size == 0 && cap != 0) return "an empty slot kept its arrays";

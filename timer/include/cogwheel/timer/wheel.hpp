@@ -248,11 +248,20 @@ class timer_wheel {
 
   // Slot `id`: an index into its level's array (the overdue list is level level_count's only
   // slot). Precondition: the level's array exists (it does for every id a node or a bit names).
+  // Through level_base_, a level's array address less its first id's offset, so that the id is
+  // the index as it is (a cancel, a filing and a logged cancel each look a slot up: masking the
+  // id cost churn ~2 instructions a lookup).
   slot& slot_at(std::uint16_t id) noexcept {
-    return levels_[id >> detail::slot_bits][id & (detail::slots_per_level - 1)];
+    return *reinterpret_cast<slot*>(level_base_[id >> detail::slot_bits] + std::uintptr_t{id} * sizeof(slot));
   }
   const slot& slot_at(std::uint16_t id) const noexcept {
-    return levels_[id >> detail::slot_bits][id & (detail::slots_per_level - 1)];
+    return *reinterpret_cast<const slot*>(level_base_[id >> detail::slot_bits] + std::uintptr_t{id} * sizeof(slot));
+  }
+  // Records level `level`'s array (levels_ and level_base_).
+  void set_level(unsigned level, slot* slots) noexcept {
+    levels_[level] = slots;
+    level_base_[level] = reinterpret_cast<std::uintptr_t>(slots) -
+                         std::uintptr_t{level} * detail::slots_per_level * sizeof(slot);
   }
   // Allocates level `level`'s 64 slot headers (1.5 KiB), at its first filing (wheel.cpp).
   void add_level(unsigned level);
@@ -379,6 +388,7 @@ class timer_wheel {
   // Each level's 64 slots, allocated at the level's first filing and kept (a wheel whose timers
   // are all 1..60 s ahead uses levels 0..2 of 11); then &overdue_.
   std::array<slot*, detail::level_count + 1> levels_{};
+  std::array<std::uintptr_t, detail::level_count + 1> level_base_{};  // see slot_at()
   slot overdue_;                      // deadlines at or before elapsed_ when filed
   slot scratch_;                      // the slot being processed, detached
   std::uint32_t staged_count_ = 0;
