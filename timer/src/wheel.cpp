@@ -44,7 +44,10 @@ void timer_wheel::set_visit_min_live(std::uint32_t n) noexcept {
   update_next_work();
 }
 
-void timer_wheel::add_level(unsigned level) { set_level(level, new slot[slots_per_level]); }
+timer_wheel::slot* timer_wheel::add_level(unsigned level) {
+  set_level(level, new slot[slots_per_level]);
+  return levels_[level];
+}
 
 std::size_t timer_wheel::memory_bytes() const noexcept {
   std::size_t bytes = sizeof(*this) + batch_.memory_bytes() + pool_.memory_bytes();
@@ -150,19 +153,20 @@ void timer_wheel::update_next_work(const std::optional<expiration>* known) noexc
 
 void timer_wheel::set_fast_limit() noexcept {
   fast_limit_ = first_instant(next_work_);
-  fast_before_ = staged_count_ == 0 ? fast_limit_ : std::numeric_limits<clock::rep>::min();
+  fast_before_ = fast_limit_;
+  lower_to_staged(fast_before_);
 }
 
-clock::rep timer_wheel::first_instant(tick_t t) const noexcept {
-  // The first instant of tick t is t * tick; no instant below tick 1's is before tick 0, and a
-  // product beyond the clock's range saturates (every instant the clock can name is then before
-  // tick t but the last, which takes the exact path).
-  constexpr auto max = std::numeric_limits<clock::rep>::max();
-  const auto d = static_cast<std::uint64_t>(scale_.tick().count());
-  if (t == 0) return std::numeric_limits<clock::rep>::min();
-  if (t > static_cast<std::uint64_t>(max) / d) return max;
-  return static_cast<clock::rep>(t * d);
+void timer_wheel::lower_to_staged(clock::rep& before) noexcept {
+  // With nothing staged, the bound starts over: a node staged later lowers it again (stage());
+  // kept, a stale bound below that node's deadline would keep it from lowering fast_before_.
+  if (staged_count_ == 0) {
+    min_staged_ = ~tick_t{0};
+    return;
+  }
+  if (first_instant(min_staged_) < before) before = first_instant(min_staged_);
 }
+
 
 // The stall this avoids: a pushed-back deadline stays in its old slot (lazy reschedule), so
 // when a high slot comes due, all its nodes would be re-filed in that one advance() (a 4 s slot
@@ -370,9 +374,11 @@ void timer_wheel::process(const expiration& e, tick_t now) {
 
 std::size_t timer_wheel::advance_slow(clock::time_point now) {
   const clock::rep ns = now.time_since_epoch().count();
-  if (staged_count_ == 0 && ns < fast_limit_) {
+  clock::rep before = fast_limit_;
+  lower_to_staged(before);
+  if (ns < before) {
     detail::cover([](detail::wheel_coverage& c) { ++c.fast_advances; });
-    fast_before_ = fast_limit_;
+    fast_before_ = before;
     if (ns > latest_) latest_ = ns;
     return 0;
   }

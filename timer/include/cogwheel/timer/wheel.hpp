@@ -17,8 +17,9 @@
 /// and a wheel in steady state allocates nothing.
 ///
 /// schedule() only stages a node (an append to an array of 256); staged nodes are filed into
-/// their slots by the next advance() or when 256 have accumulated. A timeout scheduled and
-/// cancelled within one loop iteration, the common case, so never touches a wheel slot.
+/// their slots by the first advance() that reaches the earliest staged deadline or finds a slot
+/// due, or when 256 have accumulated. A timeout scheduled and cancelled before then, the common
+/// case, so never touches a wheel slot, and an advance() after a schedule() stays O(1).
 ///
 /// A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
 /// pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
@@ -107,7 +108,7 @@ class timer_wheel {
     if (n.state_ == timer_node::state::queued) {
       if (n.slot_ == staged_slot) {  // not filed yet: any new deadline is just recorded
         n.tick_ = t;
-        if (t < min_staged_) min_staged_ = t;
+        if (t < min_staged_) lower_min_staged(t);
         return;
       }
       if (n.slot_ != overdue_slot && t >= n.tick_) {
@@ -218,9 +219,8 @@ class timer_wheel {
 
   // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
-    fast_before_ = std::numeric_limits<clock::rep>::min();  // advance() must file it
     n.tick_ = t;
-    if (t < min_staged_) min_staged_ = t;
+    if (t < min_staged_) lower_min_staged(t);
     n.state_ = timer_node::state::queued;
     n.slot_ = staged_slot;
     n.pos_ = staged_count_;
@@ -241,10 +241,31 @@ class timer_wheel {
   // below it (only filing lowers next_work_, and filing and advance_to() call this first), so
   // this is the move the O(1) path of advance() skipped.
   void catch_up() noexcept { elapsed_ = current_tick(); }
-  // The first instant of tick t in clock::rep, as fast_before_ holds it for next_work_.
-  clock::rep first_instant(tick_t t) const noexcept;
+  // The first instant of tick t in clock::rep, as fast_limit_ holds it for next_work_. No
+  // instant below tick 1's is before tick 0, and a product beyond the clock's range saturates
+  // (every instant the clock can name is then before tick t but the last, which takes the exact
+  // path).
+  clock::rep first_instant(tick_t t) const noexcept {
+    constexpr auto max = std::numeric_limits<clock::rep>::max();
+    const auto d = static_cast<std::uint64_t>(scale_.tick().count());
+    if (t == 0) return std::numeric_limits<clock::rep>::min();
+    if (t > static_cast<std::uint64_t>(max) / d) return max;
+    return static_cast<clock::rep>(t * d);
+  }
+  // A staged deadline t below min_staged_: the advance() that reaches it must file the staged
+  // nodes, so fast_before_ comes down to t's first instant. (Taken once per new least staged
+  // deadline: after a filing, about log(staged) times.)
+  void lower_min_staged(tick_t t) noexcept {
+    min_staged_ = t;
+    const clock::rep f = first_instant(t);
+    if (f < fast_before_) fast_before_ = f;
+  }
   // Sets fast_limit_ from next_work_, and fast_before_ to it unless a node is staged.
   void set_fast_limit() noexcept;
+  // Lowers `before` to min_staged_'s first instant if a node is staged; else resets min_staged_.
+  // Invariant kept: fast_before_ <= first_instant(min_staged_), so stage() need only lower
+  // fast_before_ when it lowers min_staged_.
+  void lower_to_staged(clock::rep& before) noexcept;
 
   // Slot `id`: an index into its level's array (the overdue list is level level_count's only
   // slot). Precondition: the level's array exists (it does for every id a node or a bit names).
@@ -264,24 +285,24 @@ class timer_wheel {
                          std::uintptr_t{level} * detail::slots_per_level * sizeof(slot);
   }
   // Allocates level `level`'s 64 slot headers (1.5 KiB), at its first filing (wheel.cpp).
-  void add_level(unsigned level);
+  slot* add_level(unsigned level);
 
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
   void file(timer_node& n, tick_t t) {
     n.tick_ = t;
-    std::uint16_t id = overdue_slot;
     if (t > elapsed_) {
       const unsigned level = detail::ring_level(elapsed_, t);
       const unsigned s = detail::slot_for(t, level);
-      if (levels_[level] == nullptr) [[unlikely]]
-        add_level(level);
-      id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
+      slot* lv = levels_[level];
+      if (lv == nullptr) [[unlikely]]
+        lv = add_level(level);
       occupied_[level] |= std::uint64_t{1} << s;
       detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
+      add_to(lv[s], static_cast<std::uint16_t>(level * detail::slots_per_level + s), n);
     } else {
       detail::cover([](detail::wheel_coverage& c) { ++c.filed_overdue; });
+      add_to(overdue_, overdue_slot, n);
     }
-    add_to(id, n);
   }
 
   // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
@@ -323,10 +344,11 @@ class timer_wheel {
     if (sl.size >= visit_min_live_ && --big_slots_[level] == 0) big_levels_ &= ~(1u << level);
   }
 
-  void add_to(std::uint16_t id, timer_node& n) {
+  // Adds n to slot `sl`, whose id is `id`.
+  void add_to(slot& sl, std::uint16_t id, timer_node& n) {
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
-    n.pos_ = slot_at(id).add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
+    n.pos_ = sl.add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
   }
 
   // Takes n out of its slot. live, the bitmap and size stay exact at once; for a filed node the
@@ -402,8 +424,9 @@ class timer_wheel {
   // the minimum when next_work_ is 0): now_tick(t) < next_work_ exactly when t's count is below
   // it, so while nothing is staged advance() compares with it, without dividing by the tick.
   clock::rep fast_limit_ = std::numeric_limits<clock::rep>::min();
-  // fast_limit_, or the minimum once a node was staged (schedule() writes it, so that advance()
-  // tests one value): advance() with a time below it has nothing to do.
+  // The lesser of fast_limit_ and min_staged_'s first instant: advance() with a time below it has
+  // nothing to do (no slot comes due, no staged deadline is reached: staged nodes wait for the
+  // advance that reaches the earliest of them, or for the staging area to fill).
   clock::rep fast_before_ = std::numeric_limits<clock::rep>::min();
   // The latest time an advance() that took the O(1) path was given (see current_tick()).
   clock::rep latest_ = std::numeric_limits<clock::rep>::min();
