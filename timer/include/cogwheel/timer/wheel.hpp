@@ -12,9 +12,11 @@
 /// cancel touches only the node and its own entry, never list neighbours, which at a million
 /// timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
 /// the slot's next insert reuses (the holes form a stack threaded through the entries), so
-/// entries never move and no node's index is ever rewritten. A slot's entries live in 2 KiB
-/// blocks from one pool per wheel (detail/entry_slot.hpp): no slot ever copies itself to grow,
-/// and a wheel in steady state allocates nothing.
+/// entries never move and no node's index is ever rewritten. A slot's entries live in one array
+/// of 8..256 entries, then in 2 KiB blocks, all from one pool per wheel (detail/entry_slot.hpp):
+/// a slot holds about what its entries need, no slot copies more than 2 KiB to grow, and a wheel
+/// in steady state allocates nothing. A level's 64 slot headers are allocated when a timer is
+/// first filed there (and kept), so the wheel object is ~5 KB and its memory follows the timers.
 ///
 /// schedule() only stages a node (an append to an array of 256); staged nodes are filed into
 /// their slots by the first advance() that reaches the earliest staged deadline or finds a slot
@@ -33,6 +35,10 @@
 /// its slot entry into a hole is logged (slot, index) and applied in a batch before anything
 /// reads or adds slot entries again (filing, advance, destruction). At a million timers that
 /// entry is a cache miss that depends on the node's own miss; batched, the misses overlap.
+///
+/// advance() with nothing to do compares the time with one bound kept in clock units (the first
+/// instant of the next tick with work, or of the earliest staged deadline): no division by the
+/// tick; the wheel's own tick catches up when it next files or advances.
 ///
 /// Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
 /// never earlier and never later. Deadlines at or before the wheel's time fire at the next
