@@ -53,7 +53,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <vector>
 
 #include <cogwheel/timer/detail/entry_slot.hpp>
 #include <cogwheel/timer/detail/expiry_batch.hpp>
@@ -266,7 +265,8 @@ class timer_wheel {
     const clock::rep f = first_instant(t);
     if (f < fast_before_) fast_before_ = f;
   }
-  // Sets fast_limit_ from next_work_, and fast_before_ to it unless a node is staged.
+  // Sets fast_limit_ from next_work_, and fast_before_ to the lesser of it and the earliest
+  // staged deadline's first instant.
   void set_fast_limit() noexcept;
   // Lowers `before` to min_staged_'s first instant if a node is staged; else resets min_staged_.
   // Invariant kept: fast_before_ <= first_instant(min_staged_), so stage() need only lower
@@ -290,7 +290,7 @@ class timer_wheel {
     level_base_[level] = reinterpret_cast<std::uintptr_t>(slots) -
                          std::uintptr_t{level} * detail::slots_per_level * sizeof(slot);
   }
-  // Allocates level `level`'s 64 slot headers (1.5 KiB), at its first filing (wheel.cpp).
+  // Allocates level `level`'s 64 slot headers (2 KiB), at its first filing (wheel.cpp).
   slot* add_level(unsigned level);
 
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
@@ -398,9 +398,9 @@ class timer_wheel {
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
   std::size_t advance_to(tick_t now);
-  // advance() past fast_before_: the O(1) answer still, if nothing is staged any more (a node
-  // staged and cancelled since the last advance) and `now` is before fast_limit_; else
-  // advance_to().
+  // advance() at or past fast_before_: still the O(1) answer if `now` is before fast_limit_ and
+  // before the earliest staged deadline, recomputed (fast_before_ stays low after the staged node
+  // that lowered it is cancelled, until this raises it again); else advance_to().
   std::size_t advance_slow(clock::time_point now);
   void visit(unsigned level);
   static bool mostly_pushed(slot& sl, tick_t end_tick) noexcept;
