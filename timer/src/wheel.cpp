@@ -1,6 +1,7 @@
 #include <cogwheel/timer/wheel.hpp>
 
 #include <bit>
+#include <limits>
 #include <utility>
 
 namespace cogwheel::timer {
@@ -9,21 +10,49 @@ using detail::level_count;
 using detail::slots_per_level;
 
 timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
-    : scale_(tick), elapsed_(scale_.now_tick(start)) {}
+    : scale_(tick), elapsed_(scale_.now_tick(start)) {
+  set_level(level_count, &overdue_);
+}
 
 timer_wheel::~timer_wheel() {
   for (std::uint32_t i = 0; i < staged_count_; ++i) staged_[i]->state_ = timer_node::state::idle;
   if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_destroy; });
   flush_cancels();
-  for (slot& sl : slots_)
-    sl.for_each([](timer_node* n) { n->state_ = timer_node::state::idle; });
-  for (slot& sl : slots_) sl.release(pool_);
+  for (unsigned level = 0; level <= level_count; ++level) {
+    slot* const lv = levels_[level];
+    if (lv == nullptr) continue;
+    const unsigned count = level < level_count ? slots_per_level : 1;
+    for (unsigned s = 0; s < count; ++s) {
+      lv[s].for_each([](timer_node* n) { n->state_ = timer_node::state::idle; });
+      lv[s].release(pool_);
+    }
+    if (level < level_count) delete[] lv;
+  }
+}
+
+void timer_wheel::set_visit_min_live(std::uint32_t n) noexcept {
+  visit_min_live_ = n > 0 ? n : 1;
+  big_levels_ = 0;
+  for (unsigned level = 0; level < level_count; ++level) {
+    big_slots_[level] = 0;
+    if (levels_[level] == nullptr) continue;
+    for (unsigned s = 0; s < slots_per_level; ++s)
+      if (levels_[level][s].size >= visit_min_live_) ++big_slots_[level];
+    if (level > 0 && big_slots_[level] > 0) big_levels_ |= 1u << level;
+    visits_[level].next_tick = 0;
+  }
+  update_next_work();
+}
+
+timer_wheel::slot* timer_wheel::add_level(unsigned level) {
+  set_level(level, new slot[slots_per_level]);
+  return levels_[level];
 }
 
 std::size_t timer_wheel::memory_bytes() const noexcept {
-  std::size_t bytes =
-      sizeof(*this) + batch_.memory_bytes() + pool_.memory_bytes() + scratch_.memory_bytes();
-  for (const slot& sl : slots_) bytes += sl.memory_bytes();
+  std::size_t bytes = sizeof(*this) + batch_.memory_bytes() + pool_.memory_bytes();
+  for (unsigned level = 0; level < level_count; ++level)
+    if (levels_[level] != nullptr) bytes += slots_per_level * sizeof(slot);
   return bytes;
 }
 
@@ -58,11 +87,12 @@ inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() con
 }
 
 std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
-  if (slots_[overdue_slot].live > 0) return scale_.time_of(elapsed_);
+  if (overdue_.live > 0) return scale_.time_of(elapsed_);
   std::optional<tick_t> next;
   if (auto e = next_expiration()) next = e->tick;
   if (staged_count_ > 0) {
-    const tick_t staged = min_staged_ > elapsed_ ? min_staged_ : elapsed_;
+    const tick_t current = current_tick();
+    const tick_t staged = min_staged_ > current ? min_staged_ : current;
     if (!next || staged < *next) next = staged;
   }
   if (next) return scale_.time_of(*next);
@@ -75,19 +105,21 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
 void timer_wheel::flush_cancels() noexcept {
   for (std::uint32_t i = 0; i < cancel_count_; ++i) {
     const cancelled_entry c = cancel_log_[i];
-    slot& sl = slots_[c.slot];
+    slot& sl = slot_at(c.slot);
     if (c.pos < sl.size) sl.make_hole(c.pos);
   }
   cancel_count_ = 0;
 }
 
 void timer_wheel::release_slot(std::uint16_t id) noexcept {
-  slots_[id].release(pool_);
+  if (id < wheel_slots) forget_big(id / slots_per_level, slot_at(id));
+  slot_at(id).release(pool_);
   if (id < wheel_slots)
     occupied_[id / slots_per_level] &= ~(std::uint64_t{1} << (id % slots_per_level));
 }
 
 void timer_wheel::file_staged(bool update) {
+  catch_up();
   if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();
   min_staged_ = ~tick_t{0};
@@ -97,19 +129,44 @@ void timer_wheel::file_staged(bool update) {
   if (update) update_next_work();
 }
 
-void timer_wheel::update_next_work() noexcept {
+void timer_wheel::update_next_work(const std::optional<expiration>* known) noexcept {
   tick_t visit = ~tick_t{0};
-  for (unsigned level = 1; level < level_count; ++level)
+  for (std::uint32_t m = big_levels_; m != 0; m &= m - 1) {
+    const auto level = static_cast<unsigned>(std::countr_zero(m));
     if (occupied_[level] != 0 && visits_[level].next_tick < visit) visit = visits_[level].next_tick;
+  }
   next_visit_ = visit;
-  if (slots_[overdue_slot].live > 0) {
+  if (overdue_.live > 0) {
     next_work_ = elapsed_;
+    set_fast_limit();
     return;
   }
   tick_t next = visit;
-  if (auto e = next_expiration(); e && e->tick < next) next = e->tick;
+  if (known != nullptr) {
+    if (*known && (*known)->tick < next) next = (*known)->tick;
+  } else if (auto e = next_expiration(); e && e->tick < next) {
+    next = e->tick;
+  }
   next_work_ = next;
+  set_fast_limit();
 }
+
+void timer_wheel::set_fast_limit() noexcept {
+  fast_limit_ = first_instant(next_work_);
+  fast_before_ = fast_limit_;
+  lower_to_staged(fast_before_);
+}
+
+void timer_wheel::lower_to_staged(clock::rep& before) noexcept {
+  // With nothing staged, the bound starts over: a node staged later lowers it again (stage());
+  // kept, a stale bound below that node's deadline would keep it from lowering fast_before_.
+  if (staged_count_ == 0) {
+    min_staged_ = ~tick_t{0};
+    return;
+  }
+  if (first_instant(min_staged_) < before) before = first_instant(min_staged_);
+}
+
 
 // The stall this avoids: a pushed-back deadline stays in its old slot (lazy reschedule), so
 // when a high slot comes due, all its nodes would be re-filed in that one advance() (a 4 s slot
@@ -154,7 +211,7 @@ void timer_wheel::visit(unsigned level) {
   visit_state& v = visits_[level];
   if (v.slot != id) v = visit_state{elapsed_, 0, 0, id};
   if (elapsed_ < v.next_tick) return;
-  slot& sl = slots_[id];
+  slot& sl = slot_at(id);
   const tick_t start = detail::ring_start(elapsed_, level, slots_ahead);
   const tick_t end_tick = start + detail::slot_span(level);
   const tick_t left = start - elapsed_;  // >= 1: every occupied slot starts after elapsed_
@@ -213,7 +270,7 @@ void timer_wheel::visit(unsigned level) {
   std::uint64_t moved = 0;
   std::uint32_t i = v.cursor;
   while (i < stop && live > 0) {
-    timer_node** const e = sl.blocks[i >> detail::block_bits]->entries;
+    timer_node** const e = sl.block(i >> detail::block_bits);
     const std::uint32_t base = i & ~(detail::block_entries - 1);
     const std::uint32_t block_stop = stop - base < detail::block_entries ? stop : base + detail::block_entries;
     // The lookahead prefetches nodes from this block's entries; those of the next block's first
@@ -221,7 +278,7 @@ void timer_wheel::visit(unsigned level) {
     const std::uint32_t block_end = base + detail::block_entries;
     const std::uint32_t pf_stop = reach < block_end ? reach : block_end;
     if (reach > block_end) {
-      timer_node* const* const next = sl.blocks[block_end >> detail::block_bits]->entries;
+      timer_node* const* const next = sl.block(block_end >> detail::block_bits);
       for (std::uint32_t k = 0; k < ahead && block_end + k < reach; ++k)
         if (!detail::is_hole(next[k])) __builtin_prefetch(next[k], 1);
     }
@@ -248,6 +305,7 @@ void timer_wheel::visit(unsigned level) {
   sl.live = live;
   if (live == 0) {
     detail::cover([](detail::wheel_coverage& c) { ++c.visit_emptied; });
+    forget_big(level, sl);
     sl.release(pool_);
     occupied_[level] &= ~(std::uint64_t{1} << s);
     v = visit_state{};
@@ -259,13 +317,14 @@ void timer_wheel::visit(unsigned level) {
 void timer_wheel::process(const expiration& e, tick_t now) {
   // Detach the slot first: re-filed nodes go to other slots (a node in [slot start, slot end)
   // lands on a lower level; one pushed later lands on a later slot), never back into this one.
-  slot& sl = slots_[e.level * slots_per_level + e.slot];
+  slot& sl = levels_[e.level][e.slot];
   occupied_[e.level] &= ~(std::uint64_t{1} << e.slot);
   detail::cover([&e](detail::wheel_coverage& c) { ++c.processed[e.level]; });
+  forget_big(e.level, sl);
   sl.detach(scratch_);
   elapsed_ = e.tick;
   const std::uint32_t count = scratch_.size;
-  detail::entry_block* const* blocks = scratch_.blocks.data();  // scratch_ is not touched below
+  const slot& from = scratch_;  // not touched below until released
   // Block by block, so an entry is one load from the block's array (indexing through the block
   // table per entry cost ~8 instructions of ~25 per node). Nodes are fetched 64 entries ahead
   // (into the next block near a block's end): each is a miss at a million timers. At 1e6 idle
@@ -284,7 +343,7 @@ void timer_wheel::process(const expiration& e, tick_t now) {
     }
   };
   if (count <= detail::block_entries) {  // one block: most slots of a small wheel
-    timer_node* const* entries = count > 0 ? blocks[0]->entries : nullptr;
+    timer_node* const* entries = from.block(0);
     for (std::uint32_t i = 0; i < count; ++i) {
       if (i + ahead < count && !detail::is_hole(entries[i + ahead])) __builtin_prefetch(entries[i + ahead], 1);
       take(entries[i]);
@@ -293,13 +352,13 @@ void timer_wheel::process(const expiration& e, tick_t now) {
     return;
   }
   for (std::uint32_t base = 0; base < count; base += detail::block_entries) {
-    timer_node* const* entries = blocks[base >> detail::block_bits]->entries;
+    timer_node* const* entries = from.block(base >> detail::block_bits);
     const std::uint32_t len = count - base < detail::block_entries ? count - base : detail::block_entries;
     // Entries [0, len) of this block; those at i + ahead lie here up to `near`, then in the next
     // block (as far as `count` reaches).
     const std::uint32_t near = len > ahead ? len - ahead : 0;
     const std::uint32_t beyond = count - base > len ? count - base - len : 0;
-    timer_node* const* next = beyond > 0 ? blocks[(base >> detail::block_bits) + 1]->entries : nullptr;
+    timer_node* const* next = beyond > 0 ? from.block((base >> detail::block_bits) + 1) : nullptr;
     for (std::uint32_t i = 0; i < near; ++i) {
       if (!detail::is_hole(entries[i + ahead])) __builtin_prefetch(entries[i + ahead], 1);
       take(entries[i]);
@@ -313,8 +372,22 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   scratch_.release(pool_);
 }
 
+std::size_t timer_wheel::advance_slow(clock::time_point now) {
+  const clock::rep ns = now.time_since_epoch().count();
+  clock::rep before = fast_limit_;
+  lower_to_staged(before);
+  if (ns < before) {
+    detail::cover([](detail::wheel_coverage& c) { ++c.fast_advances; });
+    fast_before_ = before;
+    if (ns > latest_) latest_ = ns;
+    return 0;
+  }
+  return advance_to(scale_.now_tick(now));
+}
+
 std::size_t timer_wheel::advance_to(tick_t now) {
   assert(!advancing_ && "advance() called from an expiry callback");
+  catch_up();
   if (now < elapsed_) return 0;
   advancing_ = true;
   if (staged_count_ > 0) {
@@ -325,21 +398,27 @@ std::size_t timer_wheel::advance_to(tick_t now) {
     flush_cancels();
   }
 
-  slot& overdue = slots_[overdue_slot];
+  slot& overdue = overdue_;
   if (overdue.live > 0) {
     size_ -= overdue.live;
     overdue.for_each([this](timer_node* n) { batch_.add(*n); });
     overdue.release(pool_);
   }
-  while (auto e = next_expiration()) {
-    if (e->tick > now) break;
-    process(*e, now);
-  }
+  std::optional<expiration> e;
+  while ((e = next_expiration()) && e->tick <= now) process(*e, now);
   elapsed_ = now;
+  // e is still the next slot to come due unless a visit re-files nodes: moving elapsed_ up to a
+  // tick before every occupied slot's start changes no slot's start.
+  bool visited = false;
   if (elapsed_ >= next_visit_)
-    for (unsigned level = 1; level < level_count; ++level)
-      if (occupied_[level] != 0) visit(level);
-  update_next_work();
+    for (std::uint32_t m = big_levels_; m != 0; m &= m - 1) {
+      const auto level = static_cast<unsigned>(std::countr_zero(m));
+      if (occupied_[level] != 0) {
+        visit(level);
+        visited = true;
+      }
+    }
+  update_next_work(visited ? nullptr : &e);
 
   const std::size_t fired = batch_.fire_all();
   advancing_ = false;

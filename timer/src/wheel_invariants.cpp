@@ -4,6 +4,7 @@
 #include <cogwheel/timer/wheel.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace cogwheel::timer {
@@ -14,7 +15,7 @@ using detail::slots_per_level;
 const char* timer_wheel::invariant_violation() const noexcept {
   if (advancing_) return "checked from inside advance()";
   if (!batch_.empty()) return "the expiry batch is not empty between advances";
-  if (scratch_.size != 0 || scratch_.live != 0 || !scratch_.blocks.empty())
+  if (scratch_.size != 0 || scratch_.live != 0 || scratch_.cap != 0)
     return "the scratch slot holds entries between advances";
   if (cancel_count_ >= cancel_log_.size()) return "the cancel log is full and was not applied";
 
@@ -24,7 +25,9 @@ const char* timer_wheel::invariant_violation() const noexcept {
   for (std::uint32_t i = 0; i < cancel_count_; ++i) {
     const cancelled_entry c = cancel_log_[i];
     if (c.slot > overdue_slot) return "a cancel of a staged node was logged";
-    const slot& sl = slots_[c.slot];
+    if (c.slot < overdue_slot && levels_[c.slot / slots_per_level] == nullptr)
+      return "a cancel was logged in a level that has no slots";
+    const slot& sl = slot_at(c.slot);
     if (c.pos < sl.size) {
       if (detail::is_hole(const_cast<slot&>(sl).at(c.pos))) return "a logged cancel points at a hole";
       logged.emplace_back(c.slot, c.pos);
@@ -34,14 +37,38 @@ const char* timer_wheel::invariant_violation() const noexcept {
   if (std::adjacent_find(logged.begin(), logged.end()) != logged.end())
     return "one slot entry was logged as cancelled twice";
 
+  for (unsigned level = 0; level < level_count; ++level) {
+    unsigned big = 0;
+    if (levels_[level] != nullptr)
+      for (unsigned s = 0; s < slots_per_level; ++s) big += levels_[level][s].size >= visit_min_live_ ? 1 : 0;
+    if (big != big_slots_[level]) return "a level's count of slots to visit disagrees with its slots";
+    if (((big_levels_ >> level & 1) != 0) != (level > 0 && big > 0))
+      return "a level's bit of levels to visit disagrees with its slots";
+  }
   std::size_t live_total = 0;
   std::size_t blocks_in_use = 0;
   std::optional<tick_t> earliest_start;
-  for (std::uint16_t id = 0; id < slots_.size(); ++id) {
-    slot& sl = const_cast<slot&>(slots_[id]);
-    blocks_in_use += sl.blocks.size();
-    if (sl.blocks.size() < (sl.size + detail::block_entries - 1) / detail::block_entries)
-      return "a slot has fewer blocks than entries need";
+  if (levels_[level_count] != &overdue_) return "the overdue list is not the last level's slot";
+  for (std::uint16_t id = 0; id <= overdue_slot; ++id) {
+    if (id < overdue_slot && levels_[id / slots_per_level] == nullptr) {
+      if (occupied_[id / slots_per_level] != 0) return "a level without slots has occupancy bits";
+      continue;
+    }
+    slot& sl = const_cast<slot&>(slot_at(id));
+    // Arrays: one of 8..256 entries, else a table (a power of two of pointers) and its blocks.
+    const std::uint32_t cap = sl.cap;
+    if (cap != 0 && (cap < detail::first_entries_min ||
+                     (cap <= detail::block_entries ? (cap & (cap - 1)) != 0 : cap % detail::block_entries != 0)))
+      return "a slot's capacity is not one its arrays can have";
+    if ((sl.table == &sl.first) != (cap <= detail::block_entries))
+      return "a slot's table is not its first array exactly when it has one array";
+    blocks_in_use += cap <= detail::block_entries ? (cap != 0 ? 1 : 0) : sl.block_count() + 1;
+    if (sl.size > cap) return "a slot holds more entries than its arrays";
+    if (sl.size == 0 && cap != 0) return "an empty slot kept its arrays";
+    if (cap > detail::first_entries_min && sl.size <= cap / 2 && cap <= detail::block_entries)
+      return "a slot's first array is larger than its entries need";
+    if (cap > detail::block_entries && sl.size <= cap - detail::block_entries)
+      return "a slot has a block beyond its entries";
     if (sl.live > sl.size) return "a slot counts more live nodes than entries";
     live_total += sl.live;
 
@@ -109,8 +136,15 @@ const char* timer_wheel::invariant_violation() const noexcept {
   if (pool_.allocated() != blocks_in_use + pool_.free_count())
     return "the block pool lost or duplicated a block";
 
+  // The O(1) path of advance() compares times with fast_before_, the first instant of next_work_.
+  if (fast_limit_ != first_instant(next_work_)) return "fast_limit_ is not next_work_'s first instant";
+  if (fast_before_ > fast_limit_) return "fast_before_ is above fast_limit_";
+  if (fast_before_ > first_instant(min_staged_))
+    return "advance() would take the O(1) path at a staged deadline";
+  if (current_tick() != elapsed_ && latest_ >= fast_limit_)
+    return "advance() skipped a time at or after next_work_";
   // The O(1) path of advance() may skip ticks before next_work_ only if nothing is due there.
-  if (slots_[overdue_slot].live > 0 && next_work_ > elapsed_ && staged_count_ == 0)
+  if (overdue_.live > 0 && next_work_ > elapsed_ && staged_count_ == 0)
     return "a timer is overdue but advance() would take the O(1) path";
   if (earliest_start && next_work_ > *earliest_start && staged_count_ == 0)
     return "advance() would skip a slot that comes due";

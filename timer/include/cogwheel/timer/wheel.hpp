@@ -12,13 +12,16 @@
 /// cancel touches only the node and its own entry, never list neighbours, which at a million
 /// timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
 /// the slot's next insert reuses (the holes form a stack threaded through the entries), so
-/// entries never move and no node's index is ever rewritten. A slot's entries live in 2 KiB
-/// blocks from one pool per wheel (detail/entry_slot.hpp): no slot ever copies itself to grow,
-/// and a wheel in steady state allocates nothing.
+/// entries never move and no node's index is ever rewritten. A slot's entries live in one array
+/// of 8..256 entries, then in 2 KiB blocks, all from one pool per wheel (detail/entry_slot.hpp):
+/// a slot holds about what its entries need, no slot copies more than 2 KiB to grow, and a wheel
+/// in steady state allocates nothing. A level's 64 slot headers are allocated when a timer is
+/// first filed there (and kept), so the wheel object is ~5 KB and its memory follows the timers.
 ///
 /// schedule() only stages a node (an append to an array of 256); staged nodes are filed into
-/// their slots by the next advance() or when 256 have accumulated. A timeout scheduled and
-/// cancelled within one loop iteration, the common case, so never touches a wheel slot.
+/// their slots by the first advance() that reaches the earliest staged deadline or finds a slot
+/// due, or when 256 have accumulated. A timeout scheduled and cancelled before then, the common
+/// case, so never touches a wheel slot, and an advance() after a schedule() stays O(1).
 ///
 /// A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
 /// pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
@@ -33,6 +36,10 @@
 /// reads or adds slot entries again (filing, advance, destruction). At a million timers that
 /// entry is a cache miss that depends on the node's own miss; batched, the misses overlap.
 ///
+/// advance() with nothing to do compares the time with one bound kept in clock units (the first
+/// instant of the next tick with work, or of the earliest staged deadline): no division by the
+/// tick; the wheel's own tick catches up when it next files or advances.
+///
 /// Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
 /// never earlier and never later. Deadlines at or before the wheel's time fire at the next
 /// advance. Time never goes backwards: advance to an earlier time is a no-op.
@@ -44,8 +51,8 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
-#include <vector>
 
 #include <cogwheel/timer/detail/entry_slot.hpp>
 #include <cogwheel/timer/detail/expiry_batch.hpp>
@@ -106,7 +113,7 @@ class timer_wheel {
     if (n.state_ == timer_node::state::queued) {
       if (n.slot_ == staged_slot) {  // not filed yet: any new deadline is just recorded
         n.tick_ = t;
-        if (t < min_staged_) min_staged_ = t;
+        if (t < min_staged_) lower_min_staged(t);
         return;
       }
       if (n.slot_ != overdue_slot && t >= n.tick_) {
@@ -125,13 +132,17 @@ class timer_wheel {
   /// those callbacks with a deadline at or before `now` fire at the next advance, not this one.
   /// Precondition: not called from inside an expiry callback.
   std::size_t advance(clock::time_point now) {
-    const tick_t t = scale_.now_tick(now);
-    if (t < next_work_ && staged_count_ == 0) {  // nothing can be due: O(1)
+    // Nothing can be due: O(1), and in time units, so that an event loop's many advance() calls
+    // with nothing to do cost one compare and no division by the tick (at 1e3 timers expiring
+    // 1 ms at a time, ~60 such calls per timer were 60% of its instructions). elapsed_ catches
+    // up with latest_ when the wheel next files or advances (catch_up()).
+    const clock::rep ns = now.time_since_epoch().count();
+    if (ns < fast_before_) {
       detail::cover([](detail::wheel_coverage& c) { ++c.fast_advances; });
-      if (t > elapsed_) elapsed_ = t;
+      if (ns > latest_) latest_ = ns;
       return 0;
     }
-    return advance_to(t);
+    return advance_slow(now);
   }
 
   /// The earliest time at which advance() may have work: exact when the earliest timer sits at
@@ -149,7 +160,8 @@ class timer_wheel {
 
   /// Slots holding fewer timers than this are not visited early (re-filing 512 at once costs
   /// ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
-  void set_visit_min_live(std::uint32_t n) noexcept { visit_min_live_ = n; }
+  /// (0 counts as 1.) O(slots).
+  void set_visit_min_live(std::uint32_t n) noexcept;
 
   /// Timers pending (scheduled and not yet fired or cancelled). O(1).
   std::size_t size() const noexcept { return size_; }
@@ -160,7 +172,7 @@ class timer_wheel {
   /// The conversions between time points and ticks the wheel uses.
   const tick_scale& scale() const noexcept { return scale_; }
   /// The wheel's time: the last tick advanced to.
-  clock::time_point now() const noexcept { return scale_.time_of(elapsed_); }
+  clock::time_point now() const noexcept { return scale_.time_of(current_tick()); }
   /// Bytes the wheel holds besides its nodes (itself, slot storage, staging, the expiry batch):
   /// what a pending timer costs beyond sizeof(timer_node) is memory_bytes() / size().
   std::size_t memory_bytes() const noexcept;
@@ -181,8 +193,8 @@ class timer_wheel {
     std::array<std::size_t, detail::level_count + 1> out{};
     for (unsigned level = 0; level < detail::level_count; ++level)
       for (std::uint64_t bits = occupied_[level]; bits != 0; bits &= bits - 1)
-        out[level] += slots_[level * detail::slots_per_level + static_cast<unsigned>(__builtin_ctzll(bits))].live;
-    out[detail::level_count] = slots_[overdue_slot].live + staged_count_;
+        out[level] += levels_[level][__builtin_ctzll(bits)].live;
+    out[detail::level_count] = overdue_.live + staged_count_;
     return out;
   }
 
@@ -213,7 +225,7 @@ class timer_wheel {
   // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
     n.tick_ = t;
-    if (t < min_staged_) min_staged_ = t;
+    if (t < min_staged_) lower_min_staged(t);
     n.state_ = timer_node::state::queued;
     n.slot_ = staged_slot;
     n.pos_ = staged_count_;
@@ -224,20 +236,79 @@ class timer_wheel {
     }
   }
 
+  // The wheel's time: elapsed_, or later if an advance() that took the O(1) path saw a later
+  // time (latest_), which it did not record in ticks.
+  tick_t current_tick() const noexcept {
+    const tick_t t = scale_.now_tick(clock::time_point(clock::duration(latest_)));
+    return t > elapsed_ ? t : elapsed_;
+  }
+  // Moves elapsed_ to current_tick(): nothing is due before next_work_ and current_tick() is
+  // below it (only filing lowers next_work_, and filing and advance_to() call this first), so
+  // this is the move the O(1) path of advance() skipped.
+  void catch_up() noexcept { elapsed_ = current_tick(); }
+  // The first instant of tick t in clock::rep, as fast_limit_ holds it for next_work_. No
+  // instant below tick 1's is before tick 0, and a product beyond the clock's range saturates
+  // (every instant the clock can name is then before tick t but the last, which takes the exact
+  // path).
+  clock::rep first_instant(tick_t t) const noexcept {
+    constexpr auto max = std::numeric_limits<clock::rep>::max();
+    const auto d = static_cast<std::uint64_t>(scale_.tick().count());
+    if (t == 0) return std::numeric_limits<clock::rep>::min();
+    if (t > static_cast<std::uint64_t>(max) / d) return max;
+    return static_cast<clock::rep>(t * d);
+  }
+  // A staged deadline t below min_staged_: the advance() that reaches it must file the staged
+  // nodes, so fast_before_ comes down to t's first instant. (Taken once per new least staged
+  // deadline: after a filing, about log(staged) times.)
+  void lower_min_staged(tick_t t) noexcept {
+    min_staged_ = t;
+    const clock::rep f = first_instant(t);
+    if (f < fast_before_) fast_before_ = f;
+  }
+  // Sets fast_limit_ from next_work_, and fast_before_ to the lesser of it and the earliest
+  // staged deadline's first instant.
+  void set_fast_limit() noexcept;
+  // Lowers `before` to min_staged_'s first instant if a node is staged; else resets min_staged_.
+  // Invariant kept: fast_before_ <= first_instant(min_staged_), so stage() need only lower
+  // fast_before_ when it lowers min_staged_.
+  void lower_to_staged(clock::rep& before) noexcept;
+
+  // Slot `id`: an index into its level's array (the overdue list is level level_count's only
+  // slot). Precondition: the level's array exists (it does for every id a node or a bit names).
+  // Through level_base_, a level's array address less its first id's offset, so that the id is
+  // the index as it is (a cancel, a filing and a logged cancel each look a slot up: masking the
+  // id cost churn ~2 instructions a lookup).
+  slot& slot_at(std::uint16_t id) noexcept {
+    return *reinterpret_cast<slot*>(level_base_[id >> detail::slot_bits] + std::uintptr_t{id} * sizeof(slot));
+  }
+  const slot& slot_at(std::uint16_t id) const noexcept {
+    return *reinterpret_cast<const slot*>(level_base_[id >> detail::slot_bits] + std::uintptr_t{id} * sizeof(slot));
+  }
+  // Records level `level`'s array (levels_ and level_base_).
+  void set_level(unsigned level, slot* slots) noexcept {
+    levels_[level] = slots;
+    level_base_[level] = reinterpret_cast<std::uintptr_t>(slots) -
+                         std::uintptr_t{level} * detail::slots_per_level * sizeof(slot);
+  }
+  // Allocates level `level`'s 64 slot headers (2 KiB), at its first filing (wheel.cpp).
+  slot* add_level(unsigned level);
+
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
   void file(timer_node& n, tick_t t) {
     n.tick_ = t;
-    std::uint16_t id = overdue_slot;
     if (t > elapsed_) {
       const unsigned level = detail::ring_level(elapsed_, t);
       const unsigned s = detail::slot_for(t, level);
-      id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
+      slot* lv = levels_[level];
+      if (lv == nullptr) [[unlikely]]
+        lv = add_level(level);
       occupied_[level] |= std::uint64_t{1} << s;
       detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
+      add_to(lv[s], static_cast<std::uint16_t>(level * detail::slots_per_level + s), n);
     } else {
       detail::cover([](detail::wheel_coverage& c) { ++c.filed_overdue; });
+      add_to(overdue_, overdue_slot, n);
     }
-    add_to(id, n);
   }
 
   // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
@@ -251,7 +322,8 @@ class timer_wheel {
     const unsigned level = detail::ring_level(elapsed_, t);
     const unsigned s = detail::slot_for(t, level);
     const auto id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
-    const std::uint32_t i = slots_[id].try_append(&n, visit_min_live_);
+    slot* const lv = levels_[level];
+    const std::uint32_t i = lv == nullptr ? detail::no_hole : lv[s].try_append(&n, visit_min_live_);
     if (i == detail::no_hole) {
       file(n, t);
       return;
@@ -266,20 +338,30 @@ class timer_wheel {
   // visits: the visit of a slot with fewer entries sleeps until the slot comes due (visit()),
   // as it cannot hold that many live nodes without appending. Only appends check the size.
   void wake_visits(std::uint16_t id) noexcept {
-    if (id < wheel_slots) visits_[id / detail::slots_per_level].next_tick = 0;
+    if (id < wheel_slots) {
+      const unsigned level = id / detail::slots_per_level;
+      visits_[level].next_tick = 0;
+      ++big_slots_[level];
+      if (level > 0) big_levels_ |= 1u << level;
+    }
+  }
+  // Slot `sl` of `level` is about to be emptied: it no longer counts in big_slots_.
+  void forget_big(unsigned level, const slot& sl) noexcept {
+    if (sl.size >= visit_min_live_ && --big_slots_[level] == 0) big_levels_ &= ~(1u << level);
   }
 
-  void add_to(std::uint16_t id, timer_node& n) {
+  // Adds n to slot `sl`, whose id is `id`.
+  void add_to(slot& sl, std::uint16_t id, timer_node& n) {
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
-    n.pos_ = slots_[id].add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
+    n.pos_ = sl.add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
   }
 
   // Takes n out of its slot. live, the bitmap and size stay exact at once; for a filed node the
   // entry itself becomes a hole at the next flush_cancels() (an emptied slot is reset now, and
   // its logged entries are then beyond its size and skipped).
   void unlink(timer_node& n) noexcept {
-    slot& sl = slots_[n.slot_];
+    slot& sl = slot_at(n.slot_);
     assert(n.pos_ < sl.size && sl.at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
     if (sl.live == 1) {
@@ -316,18 +398,27 @@ class timer_wheel {
   std::optional<expiration> next_expiration() const noexcept;
   void process(const expiration& e, tick_t now);
   std::size_t advance_to(tick_t now);
+  // advance() at or past fast_before_: still the O(1) answer if `now` is before fast_limit_ and
+  // before the earliest staged deadline, recomputed (fast_before_ stays low after the staged node
+  // that lowered it is cancelled, until this raises it again); else advance_to().
+  std::size_t advance_slow(clock::time_point now);
   void visit(unsigned level);
   static bool mostly_pushed(slot& sl, tick_t end_tick) noexcept;
-  void update_next_work() noexcept;
+  // With `known`, the next slot to come due is *known (advance_to() has just found it).
+  void update_next_work(const std::optional<expiration>* known = nullptr) noexcept;
 
   tick_scale scale_;
   tick_t elapsed_;
   std::size_t size_ = 0;
   bool advancing_ = false;
   std::array<std::uint64_t, detail::level_count> occupied_{};
-  detail::block_pool pool_;            // declared before the slots: outlives their blocks
-  std::array<slot, wheel_slots + 1> slots_;  // the wheel's slots, then the overdue list
-  slot scratch_;                      // the slot being processed or filed, detached
+  detail::block_pool pool_;            // declared before the slots: outlives their arrays
+  // Each level's 64 slots, allocated at the level's first filing and kept (a wheel whose timers
+  // are all 1..60 s ahead uses levels 0..2 of 11); then &overdue_.
+  std::array<slot*, detail::level_count + 1> levels_{};
+  std::array<std::uintptr_t, detail::level_count + 1> level_base_{};  // see slot_at()
+  slot overdue_;                      // deadlines at or before elapsed_ when filed
+  slot scratch_;                      // the slot being processed, detached
   std::uint32_t staged_count_ = 0;
   std::array<timer_node*, stage_limit> staged_;  // scheduled, not yet filed
   tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
@@ -335,9 +426,25 @@ class timer_wheel {
   // tick of every occupied slot and of every pending visit step, elapsed_ while a timer is
   // overdue. A bound: cancels and lazy pushes do not raise it.
   tick_t next_work_ = 0;
+  // The first instant of tick next_work_ in clock::rep (nanoseconds; saturated at the maximum,
+  // the minimum when next_work_ is 0): now_tick(t) < next_work_ exactly when t's count is below
+  // it, so while nothing is staged advance() compares with it, without dividing by the tick.
+  clock::rep fast_limit_ = std::numeric_limits<clock::rep>::min();
+  // The lesser of fast_limit_ and min_staged_'s first instant: advance() with a time below it has
+  // nothing to do (no slot comes due, no staged deadline is reached: staged nodes wait for the
+  // advance that reaches the earliest of them, or for the staging area to fill).
+  clock::rep fast_before_ = std::numeric_limits<clock::rep>::min();
+  // The latest time an advance() that took the O(1) path was given (see current_tick()).
+  clock::rep latest_ = std::numeric_limits<clock::rep>::min();
   std::array<visit_state, detail::level_count> visits_{};
   tick_t next_visit_ = 0;  // no visit step is due before this tick (the least next_tick)
   std::uint32_t visit_min_live_ = 512;  // slots with fewer live nodes are not visited early
+  // Per level, the slots with at least visit_min_live_ entries (live or holes): a level without
+  // one has nothing to visit (no slot can hold that many live nodes), so advance() skips its
+  // visits. Exact: an append that reaches the threshold adds one (wake_visits()), emptying such
+  // a slot removes it (forget_big()).
+  std::array<std::uint8_t, detail::level_count> big_slots_{};
+  std::uint32_t big_levels_ = 0;  // bit L (L >= 1: level 0 is never visited): big_slots_[L] > 0
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   detail::expiry_batch batch_;
