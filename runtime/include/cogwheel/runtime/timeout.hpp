@@ -122,7 +122,9 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
         deadline_(o.deadline_),
         shield_(o.shield_) {}
   ~timeout_awaiter() {
-    if (loop_ != nullptr) detail::cancel_timer(*loop_, *this);
+    // Once done_, on_done has cancelled the timer and nothing arms it again (on_outer_moved
+    // looks at done_ first).
+    if (loop_ != nullptr && !done_) detail::cancel_timer(*loop_, *this);
     deadline_waiter::unlink();  // not via deadline_: the deadline may be gone already
     if (parent_stop_ != nullptr) parent_stop_->detach(*this);
     // op_'s own destructor cancels and waits for it if it is still in flight.
