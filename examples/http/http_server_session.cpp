@@ -196,8 +196,9 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
   bool head_armed = !woke.has_value();  // `expiry` is the current head's header deadline
   bool idle_armed = woke.has_value();   // `expiry` is the keepalive deadline
   // Whether the connection parks once idle for cfg.park_after (0: at once, with no frame to
-  // keep anything in).
-  const bool parks = pooled && request == nullptr && cfg.park_after > clock::duration::zero();
+  // keep anything in; not before the keepalive timeout ends it: then it would idle in its frame).
+  const bool parks = pooled && request == nullptr && cfg.park_after > clock::duration::zero() &&
+                     cfg.park_after < cfg.keepalive_timeout;
 
   exchange::then next = exchange::then::read;
   for (;;) {
