@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <new>
 #include <optional>
-#include <variant>
 
 #include "http_server.hpp"
 #include "http_server_exchange.hpp"
@@ -96,6 +96,44 @@ struct read_awaiter_of<Stream, true> {
   using type = decltype(with_deadline(std::declval<Stream&>().read_pooled(), clock::time_point()));
 };
 
+// The one frame slot of serve()'s read and write awaiters (see serve()): one is held at a time,
+// made in place from the prvalue with_deadline returns. A std::variant's emplace would move it
+// in: one more awaiter and operation built, moved and destroyed per read and per write.
+template <class Read, class Write>
+class awaiter_slot {
+ public:
+  awaiter_slot() noexcept = default;
+  awaiter_slot(const awaiter_slot&) = delete;
+  awaiter_slot& operator=(const awaiter_slot&) = delete;
+  // An awaiter still held (the frame destroyed while it waits) cancels and waits for its
+  // operation in its destructor, as it would in a variant.
+  ~awaiter_slot() { clear(); }
+
+  // Precondition: the slot is empty (clear() after each co_await).
+  template <class Make>
+  Read& read(Make&& make) {
+    Read* r = ::new (static_cast<void*>(bytes_)) Read(make());
+    held_ = held::read;
+    return *r;
+  }
+  template <class Make>
+  Write& write(Make&& make) {
+    Write* w = ::new (static_cast<void*>(bytes_)) Write(make());
+    held_ = held::write;
+    return *w;
+  }
+  void clear() noexcept {
+    if (held_ == held::read) std::launder(reinterpret_cast<Read*>(bytes_))->~Read();
+    else if (held_ == held::write) std::launder(reinterpret_cast<Write*>(bytes_))->~Write();
+    held_ = held::none;
+  }
+
+ private:
+  enum class held : unsigned char { none, read, write };
+  alignas(Read) alignas(Write) unsigned char bytes_[std::max(sizeof(Read), sizeof(Write))];
+  held held_ = held::none;
+};
+
 // A parked connection's wait, as it ended (park()): what the read got, and the keepalive expiry
 // it waited under.
 struct unparked {
@@ -122,7 +160,7 @@ void park_connection(tcp_stream s, const server_config& cfg, server_stats& stats
 //   time point, not a `deadline`: the awaiter's own timer races it (see the top of the file).
 // - The read and the write awaiters share one slot (`op`): a compiler gives every awaiter of a
 //   coroutine a frame slot of its own for the whole life of the frame, so two would be held
-//   while idle; a variant holds whichever is in flight.
+//   while idle; an awaiter_slot holds whichever is in flight.
 // - On a tcp_stream the read takes its buffer from the core's pool when data arrives, and the
 //   exchange (parser, leftover bytes, output) is taken from the core's cache when data arrives
 //   and given back once the connection is between requests: an idle connection holds neither.
@@ -151,12 +189,16 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
   // The first request's head counts from the accept; a connection back from its park is idle
   // under the keepalive expiry it parked with.
   clock::time_point expiry = woke ? woke->expiry : head_by;
-  std::variant<std::monostate, read_awaiter, write_awaiter> op;  // by index: TLS reads and writes are one type
+  awaiter_slot<read_awaiter, write_awaiter> op;  // by role: TLS reads and writes are one type
   std::unique_ptr<exchange, exchange::recycle> ex;  // pooled: null while between requests
   if constexpr (!pooled) ex = exchange::acquire(cfg, stats);
   bool answered = woke.has_value();    // a request has been answered on this connection
   bool head_armed = !woke.has_value();  // `expiry` is the current head's header deadline
   bool idle_armed = woke.has_value();   // `expiry` is the keepalive deadline
+  // Whether the connection parks once idle for cfg.park_after (0: at once, with no frame to
+  // keep anything in; not before the keepalive timeout ends it: then it would idle in its frame).
+  const bool parks = pooled && request == nullptr && cfg.park_after > clock::duration::zero() &&
+                     cfg.park_after < cfg.keepalive_timeout;
 
   exchange::then next = exchange::then::read;
   for (;;) {
@@ -165,9 +207,9 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
         const clock::time_point read_expiry = expiry;
         while (!out.empty()) {
           expiry = now() + cfg.send_timeout;
-          auto& w = op.template emplace<2>(with_deadline(s.write(out), expiry));
+          auto& w = op.write([&] { return with_deadline(s.write(out), expiry); });
           auto n = co_await w;
-          op.template emplace<0>();
+          op.clear();
           if (!n) {
             if (n.error() == errc::timed_out) {
               ++stats.send_timeouts;
@@ -196,7 +238,10 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
       co_return;
     }
     if constexpr (pooled) {
-      if (ex && ex->at_rest()) ex.reset();  // between requests: back to the core's cache
+      // Between requests the exchange goes back to the core's cache, unless the connection
+      // parks once idle: parking ends this frame, which gives it back then, and a busy
+      // connection keeps it (no cache round trip and parser set-up per request).
+      if (ex && !parks && ex->at_rest()) ex.reset();
     }
 
     enum class waiting { head, body, idle } wait;
@@ -223,8 +268,8 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
     // (park_after into the idle wait, counted from where the keepalive expiry was armed: no
     // clock read).
     clock::time_point read_by = expiry;
-    const bool may_park =
-        pooled && wait == waiting::idle && request == nullptr && !ex && cfg.park_after >= clock::duration::zero();
+    const bool may_park = pooled && wait == waiting::idle && request == nullptr && (!ex || ex->at_rest()) &&
+                          cfg.park_after >= clock::duration::zero();
     if constexpr (pooled) {
       if (may_park && !woke) {
         if (cfg.park_after == clock::duration::zero()) {
@@ -237,9 +282,9 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
     }
     auto emplace_read = [&]() -> read_awaiter& {
       if constexpr (pooled)
-        return op.template emplace<1>(with_deadline(s.read_pooled(), read_by));
+        return op.read([&] { return with_deadline(s.read_pooled(), read_by); });
       else
-        return op.template emplace<1>(with_deadline(s.read(ex->read_space()), read_by));
+        return op.read([&] { return with_deadline(s.read(ex->read_space()), read_by); });
     };
     auto take_woken = [&]() -> read_result {
       if constexpr (pooled)
@@ -253,7 +298,7 @@ task<void> serve(Stream s, const server_config& cfg, server_stats& stats, deadli
     } else {
       auto& r = emplace_read();
       n = co_await r;
-      op.template emplace<0>();
+      op.clear();
     }
     if (!n) {
       if constexpr (pooled) {

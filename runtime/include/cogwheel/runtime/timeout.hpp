@@ -105,11 +105,16 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
  public:
   using result_type = typename timeout_result<op_result>::type;
 
-  // shield: outside the caller's scopes and stop (shielded()).
-  timeout_awaiter(Op op, clock::time_point at, bool shield = false) noexcept
-      : timer_node(&timeout_awaiter::on_expire), op_(std::move(op)), at_(at), shield_(shield) {}
-  timeout_awaiter(Op op, deadline& d) noexcept
-      : timer_node(&timeout_awaiter::on_expire), op_(std::move(op)), deadline_(&d) {}
+  // `op` as with_deadline took it (an operation or a task): op_ is made from it in place
+  // (as_operation's prvalue initialises the member), one move from the caller's temporary and
+  // no intermediate operation to move and destroy. shield: outside the caller's scopes and stop
+  // (shielded()).
+  template <class Raw>
+  timeout_awaiter(Raw&& op, clock::time_point at, bool shield = false) noexcept
+      : timer_node(&timeout_awaiter::on_expire), op_(as_operation(std::forward<Raw>(op))), at_(at), shield_(shield) {}
+  template <class Raw>
+  timeout_awaiter(Raw&& op, deadline& d) noexcept
+      : timer_node(&timeout_awaiter::on_expire), op_(as_operation(std::forward<Raw>(op))), deadline_(&d) {}
   timeout_awaiter(timeout_awaiter&& o) noexcept
       : timer_node(&timeout_awaiter::on_expire),
         op_(std::move(o.op_)),
@@ -117,7 +122,9 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
         deadline_(o.deadline_),
         shield_(o.shield_) {}
   ~timeout_awaiter() {
-    if (loop_ != nullptr) detail::cancel_timer(*loop_, *this);
+    // Once done_, on_done has cancelled the timer and nothing arms it again (on_outer_moved
+    // looks at done_ first).
+    if (loop_ != nullptr && !done_) detail::cancel_timer(*loop_, *this);
     deadline_waiter::unlink();  // not via deadline_: the deadline may be gone already
     if (parent_stop_ != nullptr) parent_stop_->detach(*this);
     // op_'s own destructor cancels and waits for it if it is still in flight.
@@ -271,14 +278,14 @@ using timeout_awaiter_for = timeout_awaiter<decltype(as_operation(std::declval<O
 /// op completes first. A task inside runs under this deadline (current_deadline()).
 template <class Op>
 [[nodiscard]] auto with_deadline(Op&& op, clock::time_point t) {
-  return detail::timeout_awaiter_for<Op>(detail::as_operation(std::forward<Op>(op)), t);
+  return detail::timeout_awaiter_for<Op>(std::forward<Op>(op), t);
 }
 
 /// with_deadline(op, t) against a shared deadline object: the race ends at d.expiry(), and a
 /// d.reset() while op runs moves the end (later or earlier). `d` must outlive the co_await.
 template <class Op>
 [[nodiscard]] auto with_deadline(Op&& op, deadline& d) {
-  return detail::timeout_awaiter_for<Op>(detail::as_operation(std::forward<Op>(op)), d);
+  return detail::timeout_awaiter_for<Op>(std::forward<Op>(op), d);
 }
 
 namespace detail {
@@ -305,8 +312,7 @@ template <class Op, class Rep, class Period>
 /// it does after this.
 template <class Op, class Rep, class Period>
 [[nodiscard]] auto shielded(Op&& op, std::chrono::duration<Rep, Period> grace) {
-  return detail::timeout_awaiter_for<Op>(detail::as_operation(std::forward<Op>(op)), detail::deadline_after(grace),
-                                         true);
+  return detail::timeout_awaiter_for<Op>(std::forward<Op>(op), detail::deadline_after(grace), true);
 }
 
 }  // namespace cogwheel
