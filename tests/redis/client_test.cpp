@@ -22,6 +22,27 @@ using io_test::scaled;
 
 using redis_client = queue_test;  // a fresh redis-server per test
 
+// The harness itself: a port another process listens on (it accepts and never answers, as a
+// parallel test's server may) is not taken for the redis-server started there. That server
+// cannot bind and exits: start() says so instead of hanging on the stranger's silence.
+TEST(redis_server_harness, a_port_another_process_holds_is_not_taken_for_the_server) {
+  if (!redis_server_available()) GTEST_SKIP() << "redis-server is not installed";
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  redis_server taken(server_config{.port = ntohs(a.sin_port)});
+  EXPECT_FALSE(taken.running());
+  redis_server other;  // a port of its own
+  EXPECT_TRUE(other.running());
+  EXPECT_NE(other.port(), ntohs(a.sin_port));
+  ::close(fd);
+}
+
 TEST_F(redis_client, replies_of_every_type_arrive_as_sent) {
   run([&]() -> task<void> {
     auto c = co_await redis::client::connect(options());

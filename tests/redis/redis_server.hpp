@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,7 +58,13 @@ class redis_server {
   explicit redis_server(server_config c) : port_(c.port != 0 ? c.port : free_port()), aof_(c.append_only), config_(std::move(c)) {
     char tmpl[] = "/tmp/cogwheel-redis-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
-    start();
+    // free_port()'s port is free when it returns, not when redis-server binds it: another
+    // process (a parallel test) may take it meanwhile, and then this server exits. Another
+    // port then, unless the caller chose this one.
+    for (int attempt = 0; !start() && config_.port == 0 && attempt < 5; ++attempt) {
+      kill();
+      port_ = free_port();
+    }
   }
   redis_server(const redis_server&) = delete;
   redis_server& operator=(const redis_server&) = delete;
@@ -111,38 +120,66 @@ class redis_server {
  private:
   bool tls() const { return !config_.tls_cert.empty(); }
 
-  // False once the server has exited (a build without TLS refuses the TLS options).
+  // False once the server has exited (a build without TLS refuses the TLS options, another
+  // process holds the port). Ready means this server listens on the port (not some other
+  // process that took it first: a test connected there would hang or share its keys) and,
+  // without TLS, answers PING (the AOF may still be loading).
   bool wait_ready() {
     for (int i = 0; i < 500; ++i) {
       if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
         pid_ = -1;
         return false;
       }
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      ::inet_pton(AF_INET, config_.bind.c_str(), &a.sin_addr);
-      a.sin_port = htons(port_);
-      const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-      if (ok && tls()) {  // accepting is ready enough: a plain PING would be a bad handshake
-        ::close(fd);
-        return true;
-      }
-      if (ok) {
-        // Ready means it answers, not just accepts (the AOF may still be loading).
-        const char ping[] = "PING\r\n";
-        char buf[16] = {};
-        const bool sent = ::write(fd, ping, sizeof ping - 1) > 0;
-        const ssize_t n = sent ? ::read(fd, buf, sizeof buf) : -1;
-        const bool pong = n > 0 && std::string(buf, static_cast<std::size_t>(n)).rfind("+PONG", 0) == 0;
-        ::close(fd);
-        if (pong) return true;
-      } else {
-        ::close(fd);
-      }
+      if (listening() && (tls() || answers_ping())) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
+  }
+
+  // Whether a socket of pid_ listens on port_: a LISTEN (0A) entry of /proc/net/tcp for the
+  // port whose inode is one of pid_'s descriptors.
+  bool listening() const {
+    std::ifstream tcp("/proc/net/tcp");
+    std::string line;
+    std::getline(tcp, line);  // the header
+    std::vector<std::string> inodes;
+    while (std::getline(tcp, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      const auto colon = local.find(':');
+      if (state != "0A" || colon == std::string::npos) continue;
+      if (std::stoul(local.substr(colon + 1), nullptr, 16) == port_) inodes.push_back("socket:[" + inode + "]");
+    }
+    if (inodes.empty()) return false;
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/fd", ec)) {
+      const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+      for (const std::string& inode : inodes)
+        if (target == inode) return true;
+    }
+    return false;
+  }
+
+  // A PING on a fresh connection gets +PONG within a second.
+  bool answers_ping() const {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    const timeval second{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &second, sizeof second);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::inet_pton(AF_INET, config_.bind.c_str(), &a.sin_addr);
+    a.sin_port = htons(port_);
+    bool pong = false;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      const char ping[] = "PING\r\n";
+      char buf[16] = {};
+      const bool sent = ::write(fd, ping, sizeof ping - 1) > 0;
+      const ssize_t n = sent ? ::read(fd, buf, sizeof buf) : -1;
+      pong = n > 0 && std::string(buf, static_cast<std::size_t>(n)).rfind("+PONG", 0) == 0;
+    }
+    ::close(fd);
+    return pong;
   }
 
   std::uint16_t port_;
