@@ -223,13 +223,14 @@ TEST_F(redis_delay_queue, a_failed_job_is_retried_after_its_back_off) {
     auto handler = [&](const job& j) -> task<result<void>> {
       attempts_at.push_back(wall_us());
       EXPECT_EQ(j.attempt, static_cast<std::int64_t>(attempts_at.size()));
+      EXPECT_EQ(j.payload, "retried with me") << "attempt " << j.attempt;  // a retry keeps it
       if (j.attempt < 3) co_return make_error_code(errc::io_error);
       co_return result<void>();
     };
     auto w = worker();
     w.retry_initial = 100ms;
     auto scenario = [&]() -> task<void> {
-      EXPECT_TRUE(*co_await q.schedule("r", "", wall_clock::now()));
+      EXPECT_TRUE(*co_await q.schedule("r", "retried with me", wall_clock::now()));
       for (int i = 0; i < 300 && attempts_at.size() < 3; ++i) co_await sleep_for(10ms);
       co_await sleep_for(50ms);
       q.stop();
@@ -249,7 +250,7 @@ TEST_F(redis_delay_queue, a_job_whose_worker_was_killed_runs_again_after_its_vis
   with_client([&](redis::client& c) -> task<void> {
     delay_queue q(c, "jobs");
     const auto now = wall_clock::now();
-    EXPECT_TRUE(*co_await q.schedule("victim", "", now));
+    EXPECT_TRUE(*co_await q.schedule("victim", "the victim's payload", now));
     for (int i = 0; i < others; ++i)  // due once the victim's worker is dead
       EXPECT_TRUE(*co_await q.schedule("o" + std::to_string(i), "", now + 1500ms));
   });
@@ -295,6 +296,7 @@ TEST_F(redis_delay_queue, a_job_whose_worker_was_killed_runs_again_after_its_vis
       if (j.id == "victim") {
         victim_at = wall_us();
         EXPECT_EQ(j.attempt, 2);
+        EXPECT_EQ(j.payload, "the victim's payload");  // kept through the lost lease
       }
       co_return result<void>();
     };
