@@ -88,15 +88,19 @@ inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() con
 
 std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
   if (overdue_.live > 0) return scale_.time_of(elapsed_);
-  std::optional<tick_t> next;
+  // ~0 stands for none: no slot starts at tick ~0, and staged deadlines are below 2^63 ticks.
+  tick_t next = ~tick_t{0};
   if (auto e = next_expiration()) next = e->tick;
   if (staged_count_ > 0) {
-    const tick_t current = current_tick();
+    // While latest_ < fast_before_ <= first_instant(min_staged_) (lower_to_staged()), latest_'s
+    // tick is below min_staged_, so max(min_staged_, current_tick()) is max(min_staged_,
+    // elapsed_): a compare instead of current_tick()'s multiply.
+    const tick_t current = latest_ < fast_before_ ? elapsed_ : current_tick();
     const tick_t staged = min_staged_ > current ? min_staged_ : current;
-    if (!next || staged < *next) next = staged;
+    if (staged < next) next = staged;
   }
-  if (next) return scale_.time_of(*next);
-  return std::nullopt;
+  if (next == ~tick_t{0}) return std::nullopt;
+  return scale_.time_of(next);
 }
 
 // Invariant that makes the cancel log safe: between a cancel and this flush no wheel slot gains
