@@ -13,7 +13,7 @@
 
 namespace cogwheel::detail {
 
-thread_local event_loop* event_loop::current_ = nullptr;
+constinit thread_local event_loop* event_loop::current_ = nullptr;
 
 event_loop::event_loop(const runtime_options& options, unsigned core)
     : core_(core),

@@ -194,7 +194,10 @@ class event_loop {
   static void on_wake(io_completion& op, int res, unsigned flags) noexcept;
   void drain_inbox();
 
-  static thread_local event_loop* current_;
+  // constinit: every translation unit that reads it knows it has no dynamic initializer, so a
+  // read is one %fs load, with no call-guard for a TLS init function (current_time() and a
+  // sleep's start each read it: -9 instructions per resumed sleeper, callgrind).
+  static constinit thread_local event_loop* current_;
   friend struct loop_registry;  // metrics.cpp: snapshots of every loop, from any thread
 
   unsigned core_;
