@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "../support/listening.hpp"
+
 namespace cogwheel::redis_test {
 
 inline bool redis_server_available() {
@@ -136,30 +138,7 @@ class redis_server {
     return false;
   }
 
-  // Whether a socket of pid_ listens on port_: a LISTEN (0A) entry of /proc/net/tcp for the
-  // port whose inode is one of pid_'s descriptors.
-  bool listening() const {
-    std::ifstream tcp("/proc/net/tcp");
-    std::string line;
-    std::getline(tcp, line);  // the header
-    std::vector<std::string> inodes;
-    while (std::getline(tcp, line)) {
-      std::istringstream fields(line);
-      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
-      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
-      const auto colon = local.find(':');
-      if (state != "0A" || colon == std::string::npos) continue;
-      if (std::stoul(local.substr(colon + 1), nullptr, 16) == port_) inodes.push_back("socket:[" + inode + "]");
-    }
-    if (inodes.empty()) return false;
-    std::error_code ec;
-    for (const auto& fd : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/fd", ec)) {
-      const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
-      for (const std::string& inode : inodes)
-        if (target == inode) return true;
-    }
-    return false;
-  }
+  bool listening() const { return test_support::pid_listens_on(pid_, port_); }
 
   // A PING on a fresh connection gets +PONG within a second.
   bool answers_ping() const {

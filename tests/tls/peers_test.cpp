@@ -31,18 +31,39 @@ task<result<std::string>> serve_one(tcp_listener& l, tls::context ctx, std::stri
   co_return got;
 }
 
+// openssl s_server's command line: it prints what it receives and sends its stdin; it answers
+// our close_notify with its own and, with -naccept 1, exits.
+std::vector<std::string> s_server_argv(const cert_dir& certs, std::uint16_t port) {
+  return {"openssl", "s_server", "-accept", "127.0.0.1:" + std::to_string(port), "-cert", certs.file("server.pem"), "-key",
+          certs.file("server.key"), "-naccept", "1", "-quiet"};
+}
+
+// The harness itself: a port another process listens on (it accepts and never answers, as a
+// parallel test's server may) is not taken for s_server's. There s_server cannot bind and exits;
+// on a port of its own it listens, and it is this child that listens.
+TEST(tls_peers, a_port_another_process_holds_is_not_taken_for_s_server) {
+  cert_dir certs;
+  SKIP_WITHOUT_CERTS(certs);
+  auto stranger = tcp_listener::bind(socket_address::ipv4_loopback(0));
+  ASSERT_TRUE(stranger);
+  const std::uint16_t taken = stranger->local_address().port();
+  const auto argv = [&](std::uint16_t port) { return s_server_argv(certs, port); };
+  listening_child on_taken(argv, certs.file("taken.out"), taken);
+  EXPECT_FALSE(on_taken.listening()) << on_taken.process().output();
+  listening_child own(argv, certs.file("own.out"));
+  ASSERT_TRUE(own.listening());
+  EXPECT_NE(own.port(), taken);
+}
+
 TEST(tls_peers, our_client_talks_to_openssl_s_server) {
   cert_dir certs;
   SKIP_WITHOUT_CERTS(certs);
-  const std::uint16_t port = free_port();
-  // s_server prints what it receives and sends its stdin; it answers our close_notify with its
-  // own and, with -naccept 1, exits.
-  child server({"openssl", "s_server", "-accept", std::to_string(port), "-cert", certs.file("server.pem"), "-key",
-                certs.file("server.key"), "-naccept", "1", "-quiet"},
-               certs.file("s_server.out"));
-  ASSERT_TRUE(server.started());
+  listening_child s_server([&](std::uint16_t port) { return s_server_argv(certs, port); }, certs.file("s_server.out"));
+  ASSERT_TRUE(s_server.listening()) << "openssl s_server never listened";
+  const std::uint16_t port = s_server.port();
+  child& server = s_server.process();
   run([](const cert_dir& d, std::uint16_t at, child& peer) -> task<void> {
-    auto tcp = co_await connect_retrying(at);
+    auto tcp = co_await with_timeout(tcp_stream::connect(socket_address::ipv4_loopback(at)), 5s);
     CO_ASSERT_OK(tcp);
     auto s = co_await with_timeout(tls::stream::connect(std::move(*tcp), d.client(), "localhost"), 10s);
     CO_ASSERT_OK(s);

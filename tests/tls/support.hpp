@@ -15,6 +15,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "../io/support.hpp"
+#include "../support/listening.hpp"
 
 extern char** environ;
 
@@ -118,6 +121,7 @@ class child {
     }
   }
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   void input(std::string_view s) { [[maybe_unused]] auto n = ::write(stdin_, s.data(), s.size()); }
   void close_input() {
     if (stdin_ >= 0) ::close(std::exchange(stdin_, -1));
@@ -145,23 +149,50 @@ class child {
   std::string out_path_;
 };
 
-// A free loopback port (bound and closed again: the test's peer binds it next).
+// A free loopback port (bound and closed again: the caller's child binds it next).
 inline std::uint16_t free_port() {
   auto l = tcp_listener::bind(socket_address::ipv4_loopback(0));
   if (!l) return 0;
   return l->local_address().port();
 }
 
-// Connects to 127.0.0.1:port, retrying for up to 5 s while a child starts listening.
-inline task<result<tcp_stream>> connect_retrying(std::uint16_t port) {
-  result<tcp_stream> c = errc::connection_refused;
-  for (int i = 0; i < 500; ++i) {
-    c = co_await with_timeout(tcp_stream::connect(socket_address::ipv4_loopback(port)), 1s);
-    if (c) break;
-    co_await sleep_for(10ms);
+// A child server (openssl s_server) listening on a loopback port. free_port()'s port is free
+// when picked, not when the child binds it: another process may take it in between, and a test
+// that connected to "whoever listens" would talk to that stranger (and hang on its silence, or
+// fail a handshake it never saw). So the server counts as up only once *this* child listens on
+// the port (test_support::pid_listens_on), and a child that exits first (it could not bind) is
+// started again on another free port, 5 times at most, unless the caller fixed the port.
+class listening_child {
+ public:
+  // argv_for(port) is the command line; port 0 picks a free one.
+  listening_child(const std::function<std::vector<std::string>(std::uint16_t)>& argv_for, const std::string& out_path,
+                  std::uint16_t port = 0) {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      port_ = port != 0 ? port : free_port();
+      child_ = std::make_unique<child>(argv_for(port_), out_path);
+      if (wait_listening() || port != 0) return;
+    }
   }
-  co_return c;
-}
+  // True once the child listens on port() (false: it never did, and has been stopped).
+  bool listening() const { return listening_; }
+  std::uint16_t port() const { return port_; }
+  child& process() { return *child_; }
+
+ private:
+  bool wait_listening() {
+    for (int i = 0; i < 1000 && child_->started(); ++i) {  // 10 s: openssl starts in ~50 ms
+      if (test_support::pid_listens_on(child_->pid(), port_)) return listening_ = true;
+      if (child_->try_wait() >= 0) return false;  // exited: the port was taken
+      ::usleep(10000);
+    }
+    child_.reset();  // never listened: stopped (SIGKILL) by child's destructor
+    return false;
+  }
+
+  std::unique_ptr<child> child_;
+  std::uint16_t port_ = 0;
+  bool listening_ = false;
+};
 
 // A task under a timeout, as a task (for when_all, which takes tasks).
 template <class T>
