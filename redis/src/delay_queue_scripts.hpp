@@ -128,12 +128,15 @@ for _, k in ipairs({KEYS[3], KEYS[4], KEYS[7]}) do redis.call('HDEL', k, id) end
 return n
 )";
 
-// Calls `cmd key args...` over a list, a few thousand arguments per call (Lua's unpack limit):
-// one command per batch instead of one per job is most of the claim's and ack's cost.
+// Calls `cmd key args...` over a list, 30 arguments per call: one command per batch instead of
+// one per job is most of the claim's and ack's cost, and the script engine reuses the argument
+// objects of a call's first 32 arguments (command and key included) but allocates and frees one
+// for each beyond (callgrind: 3.3% fewer redis-server instructions per job than a few thousand
+// per call; the claim's HMGET stays one call: merging its parts cost more than that saved).
 #define COGWHEEL_REDIS_LUA_BULK                                                 \
   "local function bulk(cmd, key, list)\n"                                       \
-  "  for i = 1, #list, 4000 do\n"                                               \
-  "    redis.call(cmd, key, unpack(list, i, math.min(i + 3999, #list)))\n"      \
+  "  for i = 1, #list, 30 do\n"                                               \
+  "    redis.call(cmd, key, unpack(list, i, math.min(i + 29, #list)))\n"      \
   "  end\n"                                                                     \
   "end\n"
 
