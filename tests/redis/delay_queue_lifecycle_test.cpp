@@ -2,12 +2,13 @@
 // hands back what it holds and returns; an oversized payload goes to the dead set without
 // stopping the others; max_attempts holds when leases expire; the dead set can be listed and
 // requeued; schedule_after counts on the server's clock; a paused clock is refused; prefetched
-// jobs never start early, claimed once per 3/4 of the lookahead. And the lateness histogram of
-// the stats.
+// jobs never start early, claimed once per 3/4 of the lookahead; a job buried amid a claim and
+// the stored form of a claim record. And the lateness histogram of the stats.
 #include <cogwheel/redis/delay_queue.hpp>
 
 #include <cogwheel/cogwheel.hpp>
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -105,6 +106,94 @@ TEST_F(redis_delay_queue_life, an_oversized_payload_goes_to_the_dead_set_and_the
     EXPECT_EQ(d->due, 1);
     EXPECT_EQ(d->dead, 0);
   }());
+}
+
+// A payload over the bound amid a claim: the job goes to the dead set and the claim's record
+// holds the others only, at the positions the worker acknowledges them by (a record with a gap
+// or a shifted list would acknowledge the wrong jobs: one would run twice or stay in flight).
+TEST_F(redis_delay_queue_life, a_job_buried_amid_a_claim_leaves_the_others_acknowledged_by_their_positions) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs", redis::queue_options{.max_payload_bytes = 1000});
+    delay_queue lax(*c, "jobs", redis::queue_options{.max_payload_bytes = 1u << 20});
+    const auto t = wall_clock::now();
+    EXPECT_TRUE(*co_await q.schedule("a0", "p0", t - 3ms));
+    EXPECT_TRUE(*co_await lax.schedule("big", std::string(5000, 'x'), t - 2ms));
+    for (int i = 1; i < 5; ++i) EXPECT_TRUE(*co_await q.schedule("a" + std::to_string(i), "p" + std::to_string(i), t - 1ms));
+    std::multiset<std::string> ran;
+    bool payloads_right = true;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      ran.insert(j.id);
+      payloads_right = payloads_right && j.payload == "p" + j.id.substr(1);
+      co_return result<void>();
+    };
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 300 && q.stats().acked < 5; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    auto w = worker();
+    w.concurrency = 16;
+    co_await when_all(q.run(handler, w), scenario());
+    EXPECT_EQ(ran, (std::multiset<std::string>{"a0", "a1", "a2", "a3", "a4"}));
+    EXPECT_TRUE(payloads_right);
+    EXPECT_EQ(q.stats().acked, 5u);
+    EXPECT_EQ(q.stats().lost_leases, 0u);
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->due, 0);
+    EXPECT_EQ(d->in_flight, 0);
+    EXPECT_EQ(d->dead, 1);
+    auto left = co_await c->command("HKEYS", "{jobs}:payload");  // the dead job's only
+    CO_ASSERT_OK(left);
+    CO_ASSERT_TRUE(left->size() == 1u);
+    EXPECT_EQ(left->elements()[0].str(), "big");
+  }());
+}
+
+// A claim record's stored form is the one versions before wrote (a MessagePack array of the ids
+// in claim order, as cmsgpack.pack of a table writes it), so that workers of both versions can
+// share a queue: a short record (a fixarray) and one of 20 jobs (an array 16), byte for byte.
+TEST_F(redis_delay_queue_life, a_claim_record_is_stored_as_a_messagepack_array_of_its_ids) {
+  for (const int n : {3, 20}) {
+    run([&]() -> task<void> {
+      auto c = co_await redis::client::connect(options());
+      CO_ASSERT_OK(c);
+      const std::string name = "rec" + std::to_string(n);
+      delay_queue q(*c, name);
+      std::string expected = n < 16 ? std::string(1, static_cast<char>(0x90 + n)) : std::string("\xdc\x00", 2) + static_cast<char>(n);
+      const auto t = wall_clock::now();
+      for (int i = 0; i < n; ++i) {
+        const std::string id = "j" + std::string(static_cast<std::size_t>(i % 3), 'x') + std::to_string(100 + i);
+        EXPECT_TRUE(*co_await q.schedule(id, "", t));
+      }
+      // In rank order (one due time for all: by id).
+      auto ids = co_await c->command("ZRANGE", "{" + name + "}:due", 0, -1);
+      CO_ASSERT_OK(ids);
+      for (const auto& id : ids->elements()) expected += static_cast<char>(0xa0 + id.str().size()) + std::string(id.str());
+      std::optional<std::string> stored;
+      bool reading = false;
+      auto handler = [&](const job& j) -> task<result<void>> {
+        if (!reading) {
+          reading = true;
+          auto r = co_await c->command("HGET", "{" + name + "}:claims", std::to_string(j.token));
+          stored = r && r->is_string() ? std::string(r->str()) : std::string();
+        }
+        // No acknowledgement rewrites the record before it is read.
+        for (int i = 0; i < 300 && !stored; ++i) co_await sleep_for(1ms);
+        co_return result<void>();
+      };
+      auto scenario = [&]() -> task<void> {
+        for (int i = 0; i < 300 && q.stats().acked < static_cast<std::uint64_t>(n); ++i) co_await sleep_for(10ms);
+        q.stop();
+      };
+      auto w = worker();
+      w.concurrency = 32;
+      co_await when_all(q.run(handler, w), scenario());
+      EXPECT_EQ(q.stats().acked, static_cast<std::uint64_t>(n));
+      EXPECT_EQ(stored, std::optional<std::string>(expected)) << n << " jobs";
+    }());
+  }
 }
 
 TEST_F(redis_delay_queue_life, max_attempts_holds_when_leases_expire) {
