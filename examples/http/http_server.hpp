@@ -54,7 +54,10 @@ struct server_config {
   // How long a plain connection idle between requests waits in its coroutine frame before it
   // parks (cogwheel::park(): a record of ~376 B instead of the frame; it comes back in a new
   // frame when bytes arrive). Zero parks at once, negative never. TLS connections never park.
-  clock::duration park_after = std::chrono::milliseconds(10);
+  // 100 ms: longer than a busy keep-alive client's gap between requests (wrk -c500 at 30k
+  // requests/s waits ~16 ms), so that parking (a new frame and a spawn, ~750 instructions) is
+  // not paid per request; 10 ms before (bench/http/README.md, "Session 8").
+  clock::duration park_after = std::chrono::milliseconds(100);
 };
 
 // The body GET / answers: body_bytes of "Hello, World!\n" repeated ("Hello, World!" at 13).

@@ -1,7 +1,6 @@
 #include "http_server_parser.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cctype>
 
 #include "http_server_simple_head.hpp"
@@ -62,19 +61,13 @@ request_parser::request_parser(parser_limits limits) noexcept : limits_(limits) 
 constexpr std::size_t simple_head_max_bytes = 16 * 1024;
 
 bool request_parser::feed_simple(std::string_view data, step& out) noexcept {
-  if (simple_end_) {  // the LF after a simple head: the message (without a body) ends
-    assert(!data.empty() && data[0] == '\n');
-    simple_end_ = false;
-    in_message_ = false;
-    out = {event::message_done, 1};
-    return true;
-  }
+  // (The LF after a simple head is feed()'s.)
   if (in_message_ || !limits_.simple_heads) return false;
   const simple_request_head h = simple_head(data, std::min(limits_.max_header_bytes, simple_head_max_bytes));
   if (h.length == 0) return false;
   begin_message();
+  // No strip_absolute_form(): a simple head's target starts with '/', never with a scheme.
   path_.assign(h.target);
-  strip_absolute_form(path_);
   method_ = h.method;
   http_1_0_ = false;
   keep_alive_ = true;
@@ -84,8 +77,7 @@ bool request_parser::feed_simple(std::string_view data, step& out) noexcept {
   return true;
 }
 
-request_parser::step request_parser::feed(std::string_view data) noexcept {
-  if (step s{}; feed_simple(data, s)) return s;
+request_parser::step request_parser::feed_parser(std::string_view data) noexcept {
   std::size_t used = 0;
   for (;;) {
     http_parser_pause(&parser_, 0);

@@ -61,32 +61,6 @@ std::string fixed_body(std::size_t bytes) {
   return body;
 }
 
-struct response_block {
-  unsigned refs = 0;
-  std::string bytes;
-};
-
-shared_response::shared_response(response_block* b) noexcept : block_(b) {
-  if (block_ != nullptr) ++block_->refs;
-}
-
-shared_response& shared_response::operator=(shared_response&& o) noexcept {
-  if (this != &o) {
-    release();
-    block_ = o.block_;
-    o.block_ = nullptr;
-  }
-  return *this;
-}
-
-std::string_view shared_response::bytes() const noexcept { return block_->bytes; }
-
-void shared_response::release() noexcept {
-  if (block_ == nullptr) return;
-  if (--block_->refs == 0) delete block_;
-  block_ = nullptr;
-}
-
 shared_response fixed_response(const server_config& cfg, connection_header how) {
   struct cached {
     const server_config* cfg = nullptr;

@@ -16,20 +16,37 @@ enum class connection_header { none, keep_alive, close };
 // One thread's pre-built response, shared by the connections writing it. A write may be in
 // flight for as long as the send timeout, across a change of second that replaces the cache's
 // copy, so each writer holds a reference (a plain count: a thread's blocks never leave it).
-struct response_block;
+// Inline: every GET / takes a reference, reads the bytes and drops it.
+struct response_block {
+  unsigned refs = 0;
+  std::string bytes;
+};
 class shared_response {
  public:
   shared_response() noexcept = default;
-  explicit shared_response(response_block* b) noexcept;  // adds a reference
+  explicit shared_response(response_block* b) noexcept : block_(b) {  // adds a reference
+    if (block_ != nullptr) ++block_->refs;
+  }
   shared_response(const shared_response& o) noexcept : shared_response(o.block_) {}
   shared_response& operator=(const shared_response&) = delete;
   shared_response(shared_response&& o) noexcept : block_(o.block_) { o.block_ = nullptr; }
-  shared_response& operator=(shared_response&& o) noexcept;
+  shared_response& operator=(shared_response&& o) noexcept {
+    if (this != &o) {
+      release();
+      block_ = o.block_;
+      o.block_ = nullptr;
+    }
+    return *this;
+  }
   ~shared_response() { release(); }
 
   explicit operator bool() const noexcept { return block_ != nullptr; }
-  std::string_view bytes() const noexcept;
-  void release() noexcept;
+  std::string_view bytes() const noexcept { return block_->bytes; }
+  void release() noexcept {
+    if (block_ == nullptr) return;
+    if (--block_->refs == 0) delete block_;
+    block_ = nullptr;
+  }
 
  private:
   response_block* block_ = nullptr;
