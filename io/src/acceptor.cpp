@@ -10,7 +10,7 @@
 namespace cogwheel::detail {
 
 acceptor::acceptor(int fd, std::size_t max_unclaimed) noexcept
-    : timer_node(&acceptor::on_backoff_over), fd_(fd), max_unclaimed_(max_unclaimed == 0 ? 1 : max_unclaimed) {
+    : timer_node(timer_node::calls<&acceptor::on_backoff_over>{}), fd_(fd), max_unclaimed_(max_unclaimed == 0 ? 1 : max_unclaimed) {
   on_cqe = &acceptor::on_accept;
   accept_.socket = new_socket_identity();
 }

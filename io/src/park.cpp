@@ -46,7 +46,7 @@ thread_local park_lot* this_thread_lot = nullptr;
 class parked_stream : public list_link, private timer::timer_node {
  public:
   parked_stream(tcp_stream s, park_wake_fn wake, const std::byte* capture) noexcept
-      : timer_node(&parked_stream::on_expire), stream_(std::move(s)), read_(stream_.read_pooled()), wake_(wake) {
+      : timer_node(timer_node::calls<&parked_stream::on_expire>{}), stream_(std::move(s)), read_(stream_.read_pooled()), wake_(wake) {
     std::memcpy(capture_, capture, park_capture_bytes);
   }
   parked_stream(const parked_stream&) = delete;

@@ -103,7 +103,7 @@ void answer_from(const std::vector<socket_address>& all, int family, lookup_answ
 }  // namespace
 
 resolver::resolver(event_loop& loop)
-    : timer_node(&resolver::on_timer),
+    : timer_node(timer_node::calls<&resolver::on_timer>{}),
       loop_(&loop),
       options_(resolver_settings(loop)),
       hosts_(hosts_table::load(options_.hosts_file)),

@@ -3,7 +3,7 @@
 namespace cogwheel {
 
 deadline::deadline(clock::duration from_now)
-    : timer_node(&deadline::on_expire),
+    : timer_node(timer_node::calls<&deadline::on_expire>{}),
       loop_(&detail::current_loop()),
       expiry_(detail::saturating_add(detail::current_time(), from_now)) {
   detail::schedule_timer(*loop_, *this, expiry_);

@@ -20,10 +20,10 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
  public:
   /// Sleeps until `deadline`.
   explicit sleep_operation(clock::time_point deadline) noexcept
-      : timer_node(&sleep_operation::on_expire), deadline_(deadline) {}
+      : timer_node(timer_node::calls<&sleep_operation::on_expire>{}), deadline_(deadline) {}
   /// Moves a sleep that has not started.
   sleep_operation(sleep_operation&& o) noexcept
-      : operation(std::move(o)), timer_node(&sleep_operation::on_expire), deadline_(o.deadline_) {}
+      : operation(std::move(o)), timer_node(timer_node::calls<&sleep_operation::on_expire>{}), deadline_(o.deadline_) {}
   /// Removes its timer if it is still filed (a sleep that ran its course has nothing to remove:
   /// no call into the loop then).
   ~sleep_operation() {

@@ -111,12 +111,12 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   // (shielded()).
   template <class Raw>
   timeout_awaiter(Raw&& op, clock::time_point at, bool shield = false) noexcept
-      : timer_node(&timeout_awaiter::on_expire), op_(as_operation(std::forward<Raw>(op))), at_(at), shield_(shield) {}
+      : timer_node(timer_node::calls<&timeout_awaiter::on_expire>{}), op_(as_operation(std::forward<Raw>(op))), at_(at), shield_(shield) {}
   template <class Raw>
   timeout_awaiter(Raw&& op, deadline& d) noexcept
-      : timer_node(&timeout_awaiter::on_expire), op_(as_operation(std::forward<Raw>(op))), deadline_(&d) {}
+      : timer_node(timer_node::calls<&timeout_awaiter::on_expire>{}), op_(as_operation(std::forward<Raw>(op))), deadline_(&d) {}
   timeout_awaiter(timeout_awaiter&& o) noexcept
-      : timer_node(&timeout_awaiter::on_expire),
+      : timer_node(timer_node::calls<&timeout_awaiter::on_expire>{}),
         op_(std::move(o.op_)),
         at_(o.at_),
         deadline_(o.deadline_),

@@ -153,7 +153,7 @@ template <class T>
 class budget_awaiter : private timer::timer_node {
  public:
   budget_awaiter(task<T> t, stop_source& stop, clock::duration budget, bool& expired) noexcept
-      : timer_node(&budget_awaiter::on_expire), task_(std::move(t)), stop_(&stop), budget_(budget), expired_flag_(&expired) {}
+      : timer_node(timer_node::calls<&budget_awaiter::on_expire>{}), task_(std::move(t)), stop_(&stop), budget_(budget), expired_flag_(&expired) {}
   budget_awaiter(const budget_awaiter&) = delete;
   budget_awaiter& operator=(const budget_awaiter&) = delete;
   ~budget_awaiter() {

@@ -55,7 +55,7 @@ class expiry_batch {
         run = 0;
       }
       ++run;
-      if (n->on_expire_ != nullptr) n->on_expire_(*n);
+      if (const timer_node::expire_fn fn = n->expire_callback(); fn != nullptr) fn(*n);
     }
     if (run != 0 && observer_ != nullptr) observer_(observer_context_, run_tick, run);
     nodes_.clear();
