@@ -27,7 +27,7 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
   /// Removes its timer if it is still filed (a sleep that ran its course has nothing to remove:
   /// no call into the loop then).
   ~sleep_operation() {
-    if (scheduled()) detail::cancel_timer(*loop_, *this);
+    if (scheduled()) detail::cancel_timer(*this);
   }
 
   /// When it completes.
@@ -39,13 +39,13 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
     // A deadline the loop's time has reached is filed as due now (see start_sleep_timer): the
     // loop would otherwise sleep up to a tick before the "next iteration" (a paused clock would
     // jump).
-    loop_ = &detail::start_sleep_timer(*this, deadline_);
+    detail::start_sleep_timer(*this, deadline_);
     return std::noop_coroutine();
   }
   /// The operation protocol: completes the sleep at the next iteration.
   void cancel() noexcept {
     // Re-file at a past deadline: it completes through the ordinary expiry at the next advance.
-    if (loop_ != nullptr && scheduled()) detail::reschedule_timer(*loop_, *this, clock::time_point::min());
+    if (scheduled()) detail::reschedule_timer(*this, clock::time_point::min());
   }
   /// The operation protocol: a sleep has no outcome.
   void result() const noexcept {}
@@ -65,17 +65,18 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
     const int lines = at != nullptr ? frame_lines : 4;
     if (at == nullptr) at = static_cast<const char*>(self.expired_.prepared().state_address());
     for (int i = 0; i < lines; ++i) __builtin_prefetch(at + 64 * i, 1, 3);
-    detail::post_expired(*self.loop_, self.expired_);  // resumed right after advance
+    detail::post_expired(self.expired_);  // resumed right after advance
   }
 
+  // No pointer to the loop: a sleep is filed, moved, cancelled and fired on its loop's thread
+  // only (timers and stop requests are single-threaded), which finds it as the current loop.
   clock::time_point deadline_;
-  detail::event_loop* loop_ = nullptr;
-  detail::ready_node expired_;  // holds the continuation; unlinks itself if the frame goes first
+  detail::batch_node expired_;  // holds the continuation; unlinks itself if the frame goes first
 };
 
 // Every sleeping coroutine's frame holds one (or, awaited in turn, one per co_await): at a
 // million sleepers its bytes are what resuming them fetches from memory (issue 27 item 4).
-static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 96, "sleep_operation grew past 96 bytes");
+static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 80, "sleep_operation grew past 80 bytes");
 
 /// Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that
 /// now + d overflows sleeps until time_point::max() (forever, in practice).
