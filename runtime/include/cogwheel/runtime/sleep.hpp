@@ -19,27 +19,33 @@ namespace cogwheel {
 class sleep_operation : public operation<sleep_operation>, private timer::timer_node {
  public:
   /// Sleeps until `deadline`.
-  explicit sleep_operation(clock::time_point deadline) noexcept
-      : timer_node(&sleep_operation::on_expire), deadline_(deadline) {}
+  explicit sleep_operation(clock::time_point deadline) noexcept : timer_node(&sleep_operation::on_expire) {
+    expired_.keep(deadline.time_since_epoch().count());
+  }
   /// Moves a sleep that has not started.
   sleep_operation(sleep_operation&& o) noexcept
-      : operation(std::move(o)), timer_node(&sleep_operation::on_expire), deadline_(o.deadline_) {}
+      : operation(std::move(o)), timer_node(&sleep_operation::on_expire) {
+    expired_.keep(o.expired_.kept());
+  }
   /// Removes its timer if it is still filed (a sleep that ran its course has nothing to remove:
   /// no call into the loop then).
   ~sleep_operation() {
     if (scheduled()) detail::cancel_timer(*this);
   }
 
-  /// When it completes.
-  clock::time_point deadline() const noexcept { return deadline_; }
+  /// When it will complete. Precondition: not started (from its start, the sleep keeps its
+  /// continuation in these bytes: 8 bytes less in every sleeping coroutine's frame; whoever needs
+  /// the deadline later keeps a copy, as interval's tick does).
+  clock::time_point deadline() const noexcept { return clock::time_point(clock::duration(expired_.kept())); }
 
   /// The operation protocol (operation.hpp): files the timer.
   std::coroutine_handle<> start(detail::continuation c) {
-    expired_.prepare(c);  // the one copy of c: what the expired batch resumes
+    const clock::time_point at = deadline();
+    expired_.prepare(c);  // the one copy of c, over the deadline: what the expired batch resumes
     // A deadline the loop's time has reached is filed as due now (see start_sleep_timer): the
     // loop would otherwise sleep up to a tick before the "next iteration" (a paused clock would
     // jump).
-    detail::start_sleep_timer(*this, deadline_);
+    detail::start_sleep_timer(*this, at);
     return std::noop_coroutine();
   }
   /// The operation protocol: completes the sleep at the next iteration.
@@ -70,13 +76,14 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
 
   // No pointer to the loop: a sleep is filed, moved, cancelled and fired on its loop's thread
   // only (timers and stop requests are single-threaded), which finds it as the current loop.
-  clock::time_point deadline_;
-  detail::batch_node expired_;  // holds the continuation; unlinks itself if the frame goes first
+  // Until start: the deadline (batch_node::keep). From start: the continuation; unlinks itself
+  // from the expired batch if the frame goes first.
+  detail::batch_node expired_;
 };
 
 // Every sleeping coroutine's frame holds one (or, awaited in turn, one per co_await): at a
 // million sleepers its bytes are what resuming them fetches from memory (issue 27 item 4).
-static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 80, "sleep_operation grew past 80 bytes");
+static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 72, "sleep_operation grew past 72 bytes");
 
 /// Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that
 /// now + d overflows sleeps until time_point::max() (forever, in practice).

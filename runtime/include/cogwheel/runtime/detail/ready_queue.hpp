@@ -6,6 +6,8 @@
 
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 
 #include <cogwheel/runtime/continuation.hpp>
 #include <cogwheel/runtime/detail/intrusive_list.hpp>
@@ -22,16 +24,21 @@ class ready_node;
 // back to it.
 class batch_node : private list_link {
  public:
-  batch_node() noexcept = default;
+  batch_node() noexcept : continuation_() {}
   ~batch_node() { list_link::unlink(); }
 
   bool queued() const noexcept { return linked(); }
   // Sets what the node runs when popped, ahead of a push(n) without one: a waiter that knows
   // its continuation when it starts keeps it here instead of in a copy of its own (24 bytes
-  // less in every frame that waits so).
-  void prepare(continuation c) noexcept { continuation_ = c; }
+  // less in every frame that waits so). Overwrites a kept word.
+  void prepare(continuation c) noexcept { std::construct_at(&continuation_, c); }
   // What prepare() (or the last push) set.
   const continuation& prepared() const noexcept { return continuation_; }
+  // Before prepare(): one word its owner keeps in the continuation's bytes instead of in a field
+  // of its own (a sleep's deadline: 8 bytes less in every sleeping frame). kept() is valid from
+  // keep() until prepare() (or a push).
+  void keep(std::int64_t word) noexcept { kept_ = word; }
+  std::int64_t kept() const noexcept { return kept_; }
 
  private:
   friend class ready_queue;
@@ -39,7 +46,10 @@ class batch_node : private list_link {
   friend class ready_node;
   friend class intrusive_list<batch_node>;
   friend class intrusive_list<ready_node>;
-  continuation continuation_;
+  union {
+    continuation continuation_;  // what pop() returns
+    std::int64_t kept_;          // until prepare(): the owner's word (keep())
+  };
 };
 
 // A node of the ready queue (or, posted there, of the expired batch). A queued node knows its
@@ -70,7 +80,7 @@ class ready_batch {
   void push(batch_node& n) noexcept { nodes_.push_back(n); }
   // A ready_node: counted by no queue while here. Precondition: !n.queued().
   void push(ready_node& n, continuation c) noexcept {
-    n.continuation_ = c;
+    n.prepare(c);
     n.queue_ = nullptr;
     nodes_.push_back(n);
   }
@@ -93,7 +103,7 @@ class ready_queue {
 
   // Precondition: !n.queued().
   void push(ready_node& n, continuation c) noexcept {
-    n.continuation_ = c;
+    n.prepare(c);
     push(n);
   }
   // Queues n with the continuation n.prepare() gave it. Precondition: !n.queued().
