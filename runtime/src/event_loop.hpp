@@ -120,7 +120,7 @@ class event_loop {
   // For timer callbacks: queues c into this iteration's expired batch, which the loop resumes
   // in full right after advancing the timers (so advance() itself does only timer work).
   void post_expired(ready_node& node, continuation c) noexcept { time_.post_expired(node, c); }
-  void post_expired(ready_node& node) noexcept { time_.post_expired(node); }
+  void post_expired(batch_node& node) noexcept { time_.post_expired(node); }
   // Queues c to complete in a coming iteration; `node` lives in the waiter (no allocation).
   // How an operation completes "later" when it cannot complete inside cancel().
   void post(ready_node& node, continuation c) noexcept { ready_.push(node, c); }

@@ -43,13 +43,15 @@ void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point 
   loop.time().reschedule(n, at);
 }
 void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept { loop.time().cancel(n); }
-event_loop& start_sleep_timer(timer::timer_node& n, clock::time_point deadline) {
+void start_sleep_timer(timer::timer_node& n, clock::time_point deadline) {
   event_loop& loop = current_loop();
   loop.time().schedule(n, deadline <= loop.now() ? clock::time_point::min() : deadline);
-  return loop;
 }
+void reschedule_timer(timer::timer_node& n, clock::time_point at) { current_loop().time().reschedule(n, at); }
+void cancel_timer(timer::timer_node& n) noexcept { current_loop().time().cancel(n); }
 void post_expired(event_loop& loop, ready_node& node, continuation c) noexcept { loop.post_expired(node, c); }
-void post_expired(event_loop& loop, ready_node& node) noexcept { loop.post_expired(node); }
+// Inside the loop's advance(): the thread has a loop (no check).
+void post_expired(batch_node& node) noexcept { event_loop::current()->post_expired(node); }
 void post(event_loop& loop, ready_node& node, continuation c) noexcept { loop.post(node, c); }
 
 void submit(event_loop& loop, io_completion& op, io_request& req) { loop.submit(op, req); }

@@ -74,9 +74,9 @@ class time_driver {
     __builtin_prefetch(frame + 192, 1, 3);
     expired_.push(node, c);
   }
-  // The same for a node whose continuation is prepared (ready_node::prepare) and whose waiter
+  // The same for a node whose continuation is prepared (batch_node::prepare) and whose waiter
   // prefetched what it will touch itself (a sleep knows its frame: sleep.hpp).
-  void post_expired(ready_node& node) noexcept { expired_.push(node); }
+  void post_expired(batch_node& node) noexcept { expired_.push(node); }
 
   // Reads the clock and advances the queue to it (timers_fired, timer_lateness). may_reuse:
   // the loop did not block since the last tick (it skipped the kernel), so a reading a few
@@ -111,7 +111,7 @@ class time_driver {
   clock::time_point now_;
   clock::time_point virtual_now_;                  // paused clock only
   std::optional<clock::time_point> jump_target_;  // set by wait_ns() on a paused clock
-  ready_queue expired_;
+  ready_batch expired_;
   std::uint64_t cycles_at_read_ = 0;  // the cycle counter at the last clock read
 
   // The real clock, or now_ again when may_reuse and the cycle counter says that under ~10 us

@@ -1,8 +1,10 @@
 // detail::intrusive_list: the project's one linked list (ready queue, spawned tasks, a
 // socket's operations, the epoll backend's waiting requests, the Redis reply waiters).
 // Order, walking with first()/after() while nodes leave, unlinking from the middle, a node
-// destroyed while linked, and moving a list with its nodes.
+// destroyed while linked, and moving a list with its nodes. The ready queue and the expired
+// batch built on it: a node destroyed while queued keeps the ready queue's count right.
 #include <cogwheel/runtime/detail/intrusive_list.hpp>
+#include <cogwheel/runtime/detail/ready_queue.hpp>
 
 #include <gtest/gtest.h>
 
@@ -107,6 +109,45 @@ TEST(intrusive_list, a_destroyed_list_lets_its_nodes_go) {
     l.push_back(a);
   }
   EXPECT_FALSE(a.linked());
+}
+
+// A node that went through the ready queue and then into the expired batch (which counts
+// nothing) and is destroyed there does not count itself off the ready queue it left.
+TEST(ready_queue, a_node_destroyed_in_the_expired_batch_leaves_the_ready_count_alone) {
+  using cogwheel::detail::ready_batch;
+  using cogwheel::detail::ready_node;
+  using cogwheel::detail::ready_queue;
+  ready_queue ready;
+  ready_batch batch;
+  ready_node stays;
+  ready.push(stays, {});
+  {
+    ready_node n;
+    ready.push(n, {});
+    EXPECT_EQ(ready.size(), 2u);
+    (void)ready.pop();  // `stays`
+    ready.push(stays, {});
+    (void)ready.pop();  // n
+    EXPECT_EQ(ready.size(), 1u);
+    batch.push(n, {});
+    EXPECT_FALSE(batch.empty());
+  }
+  EXPECT_TRUE(batch.empty());
+  EXPECT_EQ(ready.size(), 1u);
+  (void)ready.pop();
+  EXPECT_TRUE(ready.empty());
+}
+
+// A node destroyed while in the ready queue counts itself off.
+TEST(ready_queue, a_node_destroyed_while_queued_counts_itself_off) {
+  cogwheel::detail::ready_queue ready;
+  {
+    cogwheel::detail::ready_node n;
+    ready.push(n, {});
+    EXPECT_EQ(ready.size(), 1u);
+  }
+  EXPECT_EQ(ready.size(), 0u);
+  EXPECT_TRUE(ready.empty());
 }
 
 }  // namespace

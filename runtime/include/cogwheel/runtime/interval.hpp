@@ -25,7 +25,7 @@ class interval {
   class tick_operation : public operation<tick_operation> {
    public:
     /// Waits for the grid point `at` of `owner`.
-    tick_operation(interval& owner, clock::time_point at) noexcept : owner_(&owner), sleep_(at) {}
+    tick_operation(interval& owner, clock::time_point at) noexcept : owner_(&owner), at_(at), sleep_(at) {}
     /// The operation protocol (operation.hpp): starts the wait.
     std::coroutine_handle<> start(detail::continuation c) { return sleep_.start(c); }
     /// The operation protocol: ends the wait at the next iteration.
@@ -34,11 +34,12 @@ class interval {
     /// a stop) is no tick: the grid stays put and the next next() waits for the same point,
     /// instead of silently losing it.
     void result() noexcept {
-      if (detail::current_time() >= sleep_.deadline()) owner_->advance_grid();
+      if (detail::current_time() >= at_) owner_->advance_grid();
     }
 
    private:
     interval* owner_;
+    clock::time_point at_;  // the grid point (a started sleep no longer tells its deadline)
     sleep_operation sleep_;
   };
 

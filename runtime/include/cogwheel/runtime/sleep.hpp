@@ -19,40 +19,47 @@ namespace cogwheel {
 class sleep_operation : public operation<sleep_operation>, private timer::timer_node {
  public:
   /// Sleeps until `deadline`.
-  explicit sleep_operation(clock::time_point deadline) noexcept
-      : timer_node(timer_node::calls<&sleep_operation::on_expire>{}), deadline_(deadline) {}
+  explicit sleep_operation(clock::time_point deadline) noexcept : timer_node(timer_node::calls<&sleep_operation::on_expire>{}) {
+    expired_.keep(deadline.time_since_epoch().count());
+  }
   /// Moves a sleep that has not started.
   sleep_operation(sleep_operation&& o) noexcept
-      : operation(std::move(o)), timer_node(timer_node::calls<&sleep_operation::on_expire>{}), deadline_(o.deadline_) {}
+      : operation(std::move(o)), timer_node(timer_node::calls<&sleep_operation::on_expire>{}) {
+    expired_.keep(o.expired_.kept());
+  }
   /// Removes its timer if it is still filed (a sleep that ran its course has nothing to remove:
   /// no call into the loop then).
   ~sleep_operation() {
-    if (scheduled()) detail::cancel_timer(*loop_, *this);
+    if (scheduled()) detail::cancel_timer(*this);
   }
 
-  /// When it completes.
-  clock::time_point deadline() const noexcept { return deadline_; }
+  /// When it will complete. Precondition: not started (from its start, the sleep keeps its
+  /// continuation in these bytes: 8 bytes less in every sleeping coroutine's frame; whoever needs
+  /// the deadline later keeps a copy, as interval's tick does).
+  clock::time_point deadline() const noexcept { return clock::time_point(clock::duration(expired_.kept())); }
 
   /// The operation protocol (operation.hpp): files the timer.
   std::coroutine_handle<> start(detail::continuation c) {
-    expired_.prepare(c);  // the one copy of c: what the expired batch resumes
+    const clock::time_point at = deadline();
+    expired_.prepare(c);  // the one copy of c, over the deadline: what the expired batch resumes
     // A deadline the loop's time has reached is filed as due now (see start_sleep_timer): the
     // loop would otherwise sleep up to a tick before the "next iteration" (a paused clock would
     // jump).
-    loop_ = &detail::start_sleep_timer(*this, deadline_);
+    detail::start_sleep_timer(*this, at);
     return std::noop_coroutine();
   }
   /// The operation protocol: completes the sleep at the next iteration.
   void cancel() noexcept {
     // Re-file at a past deadline: it completes through the ordinary expiry at the next advance.
-    if (loop_ != nullptr && scheduled()) detail::reschedule_timer(*loop_, *this, clock::time_point::min());
+    if (scheduled()) detail::reschedule_timer(*this, clock::time_point::min());
   }
   /// The operation protocol: a sleep has no outcome.
   void result() const noexcept {}
 
  private:
   // Frame lines fetched when the timer fires: a small coroutine's frame whole (a frame of up to
-  // ~400 bytes at any 16-byte offset spans 7 lines; the benchmark's sleeper is 352 bytes).
+  // ~400 bytes at any 16-byte offset spans 7 lines; the benchmark's sleeper is 248 bytes, and
+  // fewer lines measured no better when it was 296-352).
   static constexpr int frame_lines = 7;
 
   static void on_expire(timer::timer_node& n) noexcept {
@@ -65,17 +72,19 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
     const int lines = at != nullptr ? frame_lines : 4;
     if (at == nullptr) at = static_cast<const char*>(self.expired_.prepared().state_address());
     for (int i = 0; i < lines; ++i) __builtin_prefetch(at + 64 * i, 1, 3);
-    detail::post_expired(*self.loop_, self.expired_);  // resumed right after advance
+    detail::post_expired(self.expired_);  // resumed right after advance
   }
 
-  clock::time_point deadline_;
-  detail::event_loop* loop_ = nullptr;
-  detail::ready_node expired_;  // holds the continuation; unlinks itself if the frame goes first
+  // No pointer to the loop: a sleep is filed, moved, cancelled and fired on its loop's thread
+  // only (timers and stop requests are single-threaded), which finds it as the current loop.
+  // Until start: the deadline (batch_node::keep). From start: the continuation; unlinks itself
+  // from the expired batch if the frame goes first.
+  detail::batch_node expired_;
 };
 
 // Every sleeping coroutine's frame holds one (or, awaited in turn, one per co_await): at a
 // million sleepers its bytes are what resuming them fetches from memory (issue 27 item 4).
-static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 96, "sleep_operation grew past 96 bytes");
+static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 72, "sleep_operation grew past 72 bytes");
 
 /// Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that
 /// now + d overflows sleeps until time_point::max() (forever, in practice).

@@ -38,13 +38,20 @@ void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point 
 void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept;
 // A sleep's start in one call: files n on the calling thread's loop at `deadline`, or, when the
 // loop's time has reached it, as due now (time_point::min(): filed at its own time it would round
-// up to the next tick boundary). Returns that loop.
-event_loop& start_sleep_timer(timer::timer_node& n, clock::time_point deadline);
+// up to the next tick boundary).
+void start_sleep_timer(timer::timer_node& n, clock::time_point deadline);
+// The same as reschedule_timer and cancel_timer on the calling thread's loop, for a waiter that
+// keeps no pointer to its loop (a sleep: 8 bytes less in every sleeping frame). Precondition: n
+// was filed by this thread's loop (a node filed elsewhere may be touched on its loop's thread
+// only, whichever way).
+void reschedule_timer(timer::timer_node& n, clock::time_point at);
+void cancel_timer(timer::timer_node& n) noexcept;
 // For timer callbacks: c joins this iteration's expired batch, resumed in full right after the
 // timer queue's advance() (which therefore does only timer work).
 void post_expired(event_loop& loop, ready_node& node, continuation c) noexcept;
-// The same with the continuation node.prepare() set, for a waiter that prefetched its own state.
-void post_expired(event_loop& loop, ready_node& node) noexcept;
+// The same with the continuation node.prepare() set, for a waiter that prefetched its own
+// state, from a timer callback of the calling thread's loop (which is the one advancing).
+void post_expired(batch_node& node) noexcept;
 
 // --- ready queue ---
 // c runs in a coming iteration; `node` lives in the waiter (no allocation).
