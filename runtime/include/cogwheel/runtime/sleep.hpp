@@ -84,7 +84,7 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
 
 // Every sleeping coroutine's frame holds one (or, awaited in turn, one per co_await): at a
 // million sleepers its bytes are what resuming them fetches from memory (issue 27 item 4).
-static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 72, "sleep_operation grew past 72 bytes");
+static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 64, "sleep_operation grew past 64 bytes");
 
 /// Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that
 /// now + d overflows sleeps until time_point::max() (forever, in practice).

@@ -48,6 +48,7 @@
 #include <cogwheel/runtime/result.hpp>
 #include <cogwheel/runtime/task.hpp>
 #include <cogwheel/runtime/time.hpp>
+#include <cogwheel/runtime/detail/posting_timer.hpp>
 #include <cogwheel/timer/node.hpp>
 
 namespace cogwheel {
@@ -99,7 +100,7 @@ struct timeout_result<result<U>> {
 // Races Op against either its own timer (a time point) or a borrowed deadline, inside the
 // deadline scope it opens (scope_).
 template <class Op>
-class timeout_awaiter : private cancel_hook, private timer::timer_node, private deadline_waiter {
+class timeout_awaiter : private cancel_hook, private posting_timer, private deadline_waiter {
   using op_result = decltype(std::declval<Op&>().result());
 
  public:
@@ -111,13 +112,12 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   // (shielded()).
   template <class Raw>
   timeout_awaiter(Raw&& op, clock::time_point at, bool shield = false) noexcept
-      : timer_node(timer_node::calls<&timeout_awaiter::on_expire>{}), op_(as_operation(std::forward<Raw>(op))), at_(at), shield_(shield) {}
+      : op_(as_operation(std::forward<Raw>(op))), at_(at), shield_(shield) {}
   template <class Raw>
   timeout_awaiter(Raw&& op, deadline& d) noexcept
-      : timer_node(timer_node::calls<&timeout_awaiter::on_expire>{}), op_(as_operation(std::forward<Raw>(op))), deadline_(&d) {}
+      : op_(as_operation(std::forward<Raw>(op))), deadline_(&d) {}
   timeout_awaiter(timeout_awaiter&& o) noexcept
-      : timer_node(timer_node::calls<&timeout_awaiter::on_expire>{}),
-        op_(std::move(o.op_)),
+      : op_(std::move(o.op_)),
         at_(o.at_),
         deadline_(o.deadline_),
         shield_(o.shield_) {}
@@ -135,7 +135,7 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   template <class Promise>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> h) {
     awaiting_ = h;
-    loop_ = &current_loop();
+    arm_expiry(current_loop(), continuation(&timeout_awaiter::fire_thunk, this));
     stop_source* caller = shield_ ? nullptr : stop_source_of(h);
     const deadline_scope* around = caller != nullptr ? caller->scope() : nullptr;
     if (deadline_ != nullptr)
@@ -221,12 +221,9 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
     fired_ = true;
     op_.cancel();
   }
-  // Deferred like every expiry: the timer callback only queues the awaiter into the loop's
-  // expired batch; the operation is cancelled when that batch runs, right after advance().
-  static void on_expire(timer::timer_node& n) noexcept {
-    auto& self = static_cast<timeout_awaiter&>(n);
-    post_expired(*self.loop_, self.expired_, continuation(&timeout_awaiter::fire_thunk, &self));
-  }
+  // Deferred like every expiry: the timer callback (posting_timer's) only queues the awaiter
+  // into the loop's expired batch; this cancels the operation when that batch runs, right after
+  // advance().
   static std::coroutine_handle<> fire_thunk(void* p) noexcept {
     static_cast<timeout_awaiter*>(p)->fire();
     return std::noop_coroutine();
@@ -254,10 +251,8 @@ class timeout_awaiter : private cancel_hook, private timer::timer_node, private 
   clock::time_point at_{};
   deadline* deadline_ = nullptr;
   deadline_scope scope_;  // the scope op runs in; its parent is the caller's
-  event_loop* loop_ = nullptr;
   stop_source* parent_stop_ = nullptr;
   std::coroutine_handle<> awaiting_;
-  ready_node expired_;  // queued in the expired batch between the timer firing and fire()
   std::uint64_t refusals_at_start_ = 0;  // deadline_refusals when op started
   bool shield_ = false;
   bool started_ = false;

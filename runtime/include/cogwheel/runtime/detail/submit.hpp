@@ -29,6 +29,7 @@
 #include <cogwheel/runtime/spawn.hpp>
 #include <cogwheel/runtime/task.hpp>
 #include <cogwheel/runtime/time.hpp>
+#include <cogwheel/runtime/detail/posting_timer.hpp>
 #include <cogwheel/timer/node.hpp>
 
 namespace cogwheel::detail {
@@ -150,10 +151,10 @@ struct submit_chain_ref {
 // timer that stops the chain when the budget passes, and the state's stop source, which the
 // caller's stop message also reaches.
 template <class T>
-class budget_awaiter : private timer::timer_node {
+class budget_awaiter : private posting_timer {
  public:
   budget_awaiter(task<T> t, stop_source& stop, clock::duration budget, bool& expired) noexcept
-      : timer_node(timer_node::calls<&budget_awaiter::on_expire>{}), task_(std::move(t)), stop_(&stop), budget_(budget), expired_flag_(&expired) {}
+      : task_(std::move(t)), stop_(&stop), budget_(budget), expired_flag_(&expired) {}
   budget_awaiter(const budget_awaiter&) = delete;
   budget_awaiter& operator=(const budget_awaiter&) = delete;
   ~budget_awaiter() {
@@ -163,7 +164,7 @@ class budget_awaiter : private timer::timer_node {
   bool await_ready() const noexcept { return false; }
   std::coroutine_handle<> await_suspend(std::coroutine_handle<> h) {
     awaiting_ = h;
-    loop_ = &current_loop();
+    arm_expiry(current_loop(), continuation(&budget_awaiter::fire, this));
     if (budget_ != clock::duration::max()) {
       const clock::time_point at = saturating_add(current_time(), budget_);
       scope_.open(nullptr, at);
@@ -175,10 +176,6 @@ class budget_awaiter : private timer::timer_node {
   T await_resume() { return task_.take(); }
 
  private:
-  static void on_expire(timer::timer_node& n) noexcept {
-    auto& self = static_cast<budget_awaiter&>(n);
-    post_expired(*self.loop_, self.expired_, continuation(&budget_awaiter::fire, &self));
-  }
   static std::coroutine_handle<> fire(void* p) noexcept {
     auto& self = *static_cast<budget_awaiter*>(p);
     *self.expired_flag_ = true;
@@ -196,9 +193,7 @@ class budget_awaiter : private timer::timer_node {
   clock::duration budget_;
   bool* expired_flag_;
   deadline_scope scope_;
-  event_loop* loop_ = nullptr;
   std::coroutine_handle<> awaiting_;
-  ready_node expired_;  // queued in the expired batch between the timer firing and fire()
 };
 
 // Runs a task-returning function on the target core. The state (and so f, whose captures a
