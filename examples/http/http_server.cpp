@@ -10,7 +10,7 @@
 //                    [--header-timeout-ms=60000] [--body-timeout-ms=60000]
 //                    [--keepalive-timeout-ms=75000] [--send-timeout-ms=60000]
 //                    [--max-header-bytes=8192] [--max-body-bytes=1048576] [--send-buffer-bytes=0]
-//                    [--idle-buffer-bytes=1024] [--request-timeout-ms=0 (none)] [--park-after-ms=100]
+//                    [--idle-buffer-bytes=1024] [--request-timeout-ms=0 (none)] [--park-after-ms=10]
 //                    [--stats] [--no-pin] [--tls-cert=chain.pem --tls-key=key.pem [--tls-no-resumption]]
 //   --send-buffer-bytes: SO_SNDBUF per connection (0: the kernel's autotuning), like nginx's
 //            `listen ... sndbuf=`.
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   cfg.keepalive_timeout = ms_flag(argc, argv, "keepalive-timeout-ms", 75000);
   cfg.send_timeout = ms_flag(argc, argv, "send-timeout-ms", 60000);
   cfg.request_timeout = ms_flag(argc, argv, "request-timeout-ms", 0);  // 0: no request budget
-  cfg.park_after = ms_flag(argc, argv, "park-after-ms", 100);
+  cfg.park_after = ms_flag(argc, argv, "park-after-ms", 10);
   const auto port = static_cast<std::uint16_t>(examples::flag_int(argc, argv, "port", 8080));
   const unsigned cores = static_cast<unsigned>(examples::flag_int(argc, argv, "cores", 0));
   const bool stats_wanted = examples::has_flag(argc, argv, "stats");

@@ -54,10 +54,12 @@ struct server_config {
   // How long a plain connection idle between requests waits in its coroutine frame before it
   // parks (cogwheel::park(): a record of ~376 B instead of the frame; it comes back in a new
   // frame when bytes arrive). Zero parks at once, negative never. TLS connections never park.
-  // 100 ms: longer than a busy keep-alive client's gap between requests (wrk -c500 at 30k
-  // requests/s waits ~16 ms), so that parking (a new frame and a spawn, ~750 instructions) is
-  // not paid per request; 10 ms before (bench/http/README.md, "Session 8").
-  clock::duration park_after = std::chrono::milliseconds(100);
+  // 10 ms. A longer wait (100 ms was tried) spares a busy keep-alive client whose gap between
+  // requests passes 10 ms (wrk -c500 at 30k requests/s waits ~16 ms) a park per request (a new
+  // frame and a spawn, ~750 instructions), but a burst of connections going idle together then
+  // holds that many frames at once, and the frame pool keeps its peak: 807 B per idle
+  // connection at 10,000 against 245 B at 10 ms (bench/http/README.md, "Session 8").
+  clock::duration park_after = std::chrono::milliseconds(10);
 };
 
 // The body GET / answers: body_bytes of "Hello, World!\n" repeated ("Hello, World!" at 13).
