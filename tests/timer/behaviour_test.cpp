@@ -550,21 +550,25 @@ TEST(timer_queue, dispatches_to_the_kind_chosen) {
   EXPECT_EQ(timer_queue().kind(), timer_kind::wheel);
   EXPECT_EQ(timer_queue(timer_kind::heap).kind(), timer_kind::heap);
 
-  // A deadline filed on the wheel's level 1 tells them apart: the wheel reports the start of
-  // its slot, the heap the deadline itself.
+  // A cancelled deadline filed on the wheel's level 1 tells them apart: the wheel still reports
+  // the least deadline filed into the slot (a bound), the heap the earliest pending deadline.
   timer_queue as_wheel(timer_kind::wheel, 1ms), as_heap(timer_kind::heap, 100us, t0);
   timer_wheel wheel(1ms);
   timer_heap heap(100us, t0);
-  probe a, b, c, d;
+  probe a, b, c, d, gone_a, gone_b;
+  as_wheel.schedule(gone_a, clock::time_point(90ms));
+  wheel.schedule(gone_b, clock::time_point(90ms));
   as_wheel.schedule(a, clock::time_point(100ms));
   wheel.schedule(b, clock::time_point(100ms));
   as_heap.schedule(c, t0 + 100ms);
   heap.schedule(d, t0 + 100ms);
   as_wheel.advance(clock::time_point{});  // files the staged timers into their slots
   wheel.advance(clock::time_point{});
+  EXPECT_TRUE(as_wheel.cancel(gone_a));
+  EXPECT_TRUE(wheel.cancel(gone_b));
   EXPECT_EQ(as_wheel.next_deadline(), wheel.next_deadline());
   EXPECT_EQ(as_heap.next_deadline(), heap.next_deadline());
-  EXPECT_NE(wheel.next_deadline(), clock::time_point(100ms));
+  EXPECT_EQ(wheel.next_deadline(), clock::time_point(90ms));
   EXPECT_EQ(as_wheel.tick(), 1ms);
   EXPECT_EQ(as_heap.tick(), 100us);
   EXPECT_EQ(as_heap.now(), t0);
@@ -593,6 +597,53 @@ TEST(timer_wheel_memory, a_thousand_timers_over_a_minute_cost_under_64_bytes_eac
   EXPECT_LT(wheel.memory_bytes() / 1000, 64u);
   std::size_t fired = 0;
   for (auto now = t0; fired < 1000; now += 1ms) fired += wheel.advance(now);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+}
+
+// A slot comes due at the least deadline filed into it, not at its first tick: a lone timer a
+// minute ahead (level 2) fires from where it was filed, and a loop that sleeps until
+// next_deadline() wakes once for it. Before, the wheel reported each slot start on the way down
+// (4,096 ms slots, then 64 ms slots) and moved the timer twice: three wake-ups for one timer.
+TEST(timer_wheel_due, a_lone_timer_a_minute_ahead_wakes_its_loop_once_and_never_moves) {
+  timer_wheel wheel(1ms, t0);
+  probe p;
+  const auto deadline = t0 + 59'999ms;
+  wheel.schedule(p, deadline);
+  wheel.advance(t0);  // files the staged timer
+  int wake_ups = 0;
+  for (auto at = wheel.next_deadline(); at && p.fired == 0; at = wheel.next_deadline()) {
+    ++wake_ups;
+    EXPECT_EQ(*at, deadline);
+    wheel.advance(*at);
+    EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  }
+  EXPECT_EQ(p.fired, 1);
+  EXPECT_EQ(wake_ups, 1);
+  EXPECT_EQ(wheel.moved(), 0u);
+}
+
+// The level's own slot may hold timers while the wheel's time is inside its span: here a slot of
+// level 1 that came due at 100 ms fires one timer and keeps none, and one filed into the same
+// 64 ms span later goes to level 0. A cancelled earliest timer leaves the slot's due tick early
+// (a bound, never late).
+TEST(timer_wheel_due, a_cancelled_earliest_timer_makes_its_slot_come_due_early_never_late) {
+  timer_wheel wheel(1ms, t0);
+  probe early, late, later;
+  wheel.schedule(early, t0 + 100ms);
+  wheel.schedule(late, t0 + 120ms);
+  wheel.advance(t0);
+  EXPECT_EQ(wheel.next_deadline(), t0 + 100ms);
+  EXPECT_TRUE(wheel.cancel(early));
+  EXPECT_EQ(wheel.next_deadline(), t0 + 100ms);  // the bound stays
+  EXPECT_EQ(wheel.advance(t0 + 100ms), 0u);      // comes due, fires nothing, moves `late` down
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_EQ(wheel.next_deadline(), t0 + 120ms);
+  wheel.schedule(later, t0 + 125ms);
+  EXPECT_EQ(wheel.advance(t0 + 120ms), 1u);
+  EXPECT_EQ(late.fired, 1);
+  EXPECT_EQ(wheel.next_deadline(), t0 + 125ms);
+  EXPECT_EQ(wheel.advance(t0 + 125ms), 1u);
+  EXPECT_EQ(later.fired, 1);
   EXPECT_EQ(wheel.invariant_violation(), nullptr);
 }
 

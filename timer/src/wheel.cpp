@@ -46,6 +46,7 @@ void timer_wheel::set_visit_min_live(std::uint32_t n) noexcept {
 
 timer_wheel::slot* timer_wheel::add_level(unsigned level) {
   set_level(level, new slot[slots_per_level]);
+  if (level + 1 > top_level_) top_level_ = level + 1;
   return levels_[level];
 }
 
@@ -58,28 +59,40 @@ std::size_t timer_wheel::memory_bytes() const noexcept {
 
 inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() const noexcept {
   // Each level is a ring (detail::ring_level): its next occupied slot is the first set bit at or
-  // after elapsed_'s own slot, wrapping around. Across levels the earliest start wins; no slot
-  // of level L starts before elapsed_ rounded up to L's slot span, and that bound grows with L,
-  // so the search stops at the first level whose bound is not below the best start found.
-  // (Inside advance(), where process() sets elapsed_ to the start of the slot it empties, a
-  // slot of another level may start at that very tick: its distance is 0, and it comes next.)
+  // after elapsed_'s own slot, wrapping around, and no other slot of the level comes due before
+  // it. A slot comes due at its `due` tick (the least deadline filed into it, entry_slot::due),
+  // at or after its first tick: a slot that holds one timer 30 s ahead comes due when that timer
+  // does, so the timer fires from where it was filed instead of moving down a level per slot
+  // start (and a loop sleeping until next_deadline() wakes once for it, not once per level).
+  // A level's own slot may therefore be occupied while elapsed_ lies inside its span. Across
+  // levels the earliest due wins; a level whose next slot starts at or after the best due found
+  // cannot beat it (its due is at or after its start). Level 0's slots come due at their one
+  // tick. On a tie a higher level wins: of two timers due in one tick, the one on the higher
+  // level was filed first (it was further ahead then).
   tick_t best = ~tick_t{0};
   unsigned best_level = level_count;
   unsigned best_slot = 0;
-  for (unsigned level = 0; level < level_count; ++level) {
-    const unsigned shift = level * detail::slot_bits;
-    // elapsed_ rounded up to a multiple of the level's span (0 stays 0: the sum wraps)
-    if (best <= (((elapsed_ - 1) >> shift) + 1) << shift) break;
+  if (const std::uint64_t occupied = occupied_[0]; occupied != 0) {
+    const auto here = static_cast<unsigned>(elapsed_) & (slots_per_level - 1);
+    const auto ahead = static_cast<unsigned>(std::countr_zero(std::rotr(occupied, static_cast<int>(here))));
+    best = elapsed_ + ahead;
+    best_level = 0;
+    best_slot = (here + ahead) & (slots_per_level - 1);
+  }
+  for (unsigned level = 1; level < top_level_; ++level) {
     const std::uint64_t occupied = occupied_[level];
     if (occupied == 0) continue;
+    const unsigned shift = level * detail::slot_bits;
     const tick_t base = elapsed_ >> shift;
     const auto here = static_cast<unsigned>(base) & (slots_per_level - 1);
     const auto ahead = static_cast<unsigned>(std::countr_zero(std::rotr(occupied, static_cast<int>(here))));
-    const tick_t start = (base + ahead) << shift;
-    if (start < best) {
-      best = start;
+    if (((base + ahead) << shift) > best) continue;
+    const unsigned s = (here + ahead) & (slots_per_level - 1);
+    const tick_t due = levels_[level][s].due;
+    if (due <= best) {
+      best = due;
       best_level = level;
-      best_slot = (here + ahead) & (slots_per_level - 1);
+      best_slot = s;
     }
   }
   if (best_level == level_count) return std::nullopt;
@@ -88,9 +101,13 @@ inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() con
 
 std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
   if (overdue_.live > 0) return scale_.time_of(elapsed_);
-  // ~0 stands for none: no slot starts at tick ~0, and staged deadlines are below 2^63 ticks.
-  tick_t next = ~tick_t{0};
-  if (auto e = next_expiration()) next = e->tick;
+  // ~0 stands for none: no slot comes due at tick ~0, and staged deadlines are below 2^63 ticks.
+  if (!next_due_known_) {
+    const auto e = next_expiration();
+    next_due_ = e ? e->tick : ~tick_t{0};
+    next_due_known_ = true;
+  }
+  tick_t next = next_due_;
   if (staged_count_ > 0) {
     // While latest_ < fast_before_ <= first_instant(min_staged_) (lower_to_staged()), latest_'s
     // tick is below min_staged_, so max(min_staged_, current_tick()) is max(min_staged_,
@@ -116,6 +133,7 @@ void timer_wheel::flush_cancels() noexcept {
 }
 
 void timer_wheel::release_slot(std::uint16_t id) noexcept {
+  next_due_known_ = false;
   if (id < wheel_slots) forget_big(id / slots_per_level, slot_at(id));
   slot_at(id).release(pool_);
   if (id < wheel_slots)
@@ -142,16 +160,14 @@ void timer_wheel::update_next_work(const std::optional<expiration>* known) noexc
   next_visit_ = visit;
   if (overdue_.live > 0) {
     next_work_ = elapsed_;
+    next_due_known_ = false;
     set_fast_limit();
     return;
   }
-  tick_t next = visit;
-  if (known != nullptr) {
-    if (*known && (*known)->tick < next) next = (*known)->tick;
-  } else if (auto e = next_expiration(); e && e->tick < next) {
-    next = e->tick;
-  }
-  next_work_ = next;
+  const std::optional<expiration> e = known != nullptr ? *known : next_expiration();
+  next_due_ = e ? e->tick : ~tick_t{0};
+  next_due_known_ = true;
+  next_work_ = next_due_ < visit ? next_due_ : visit;
   set_fast_limit();
 }
 
@@ -209,7 +225,16 @@ bool timer_wheel::mostly_pushed(slot& sl, tick_t end_tick) noexcept {
 void timer_wheel::visit(unsigned level) {
   constexpr std::uint64_t chunk_min = 64;
   const unsigned here = detail::slot_for(elapsed_, level);
-  const auto slots_ahead = static_cast<unsigned>(std::countr_zero(std::rotr(occupied_[level], static_cast<int>(here))));
+  // The level's own slot, when occupied, is inside its span and comes due at its `due` tick
+  // (next_expiration()); visits are for the next slot after it. With none, there is nothing to
+  // visit before the own slot comes due, when the visit looks again.
+  const std::uint64_t own = std::uint64_t{1} << here;
+  const std::uint64_t later = occupied_[level] & ~own;
+  if (later == 0) {
+    visits_[level] = visit_state{levels_[level][here].due, 0, 0, 0};
+    return;
+  }
+  const auto slots_ahead = static_cast<unsigned>(std::countr_zero(std::rotr(later, static_cast<int>(here))));
   const unsigned s = (here + slots_ahead) & (slots_per_level - 1);
   const auto id = static_cast<std::uint16_t>(level * slots_per_level + s);
   visit_state& v = visits_[level];

@@ -76,15 +76,22 @@ const char* timer_wheel::invariant_violation() const noexcept {
     const unsigned level = id / slots_per_level;
     const unsigned index = id % slots_per_level;
     tick_t start = 0;
+    tick_t due = 0;
     if (wheel_slot) {
       const bool bit = (occupied_[level] >> index & 1) != 0;
       if (bit != (sl.live > 0)) return "an occupancy bit disagrees with its slot's live count";
       const unsigned ahead = detail::ring_ahead(elapsed_, level, index);
       start = detail::ring_start(elapsed_, level, ahead);
       if (sl.live > 0) {
-        if (ahead == 0) return "the wheel's own slot of a level is occupied";
-        if (start <= elapsed_) return "an occupied slot starts at or behind the wheel's time";
-        if (!earliest_start || start < *earliest_start) earliest_start = start;
+        // The own slot (ahead 0) may be occupied: elapsed_ is then inside its span, before its
+        // due tick. Every other occupied slot starts after elapsed_.
+        if (ahead != 0 && start <= elapsed_) return "an occupied slot starts at or behind the wheel's time";
+        due = sl.due;
+        if (due < start || due - start >= detail::slot_span(level)) return "a slot's due tick lies outside its span";
+        if (due <= elapsed_) return "an occupied slot comes due at or behind the wheel's time";
+        if (!earliest_start || due < *earliest_start) earliest_start = due;
+      } else if (sl.due != ~tick_t{0}) {
+        return "an empty slot kept a due tick";
       }
     }
     if (sl.live == 0 && sl.size != 0)
@@ -117,7 +124,8 @@ const char* timer_wheel::invariant_violation() const noexcept {
       if (n->slot_ != id || n->pos_ != i) return "a node's slot and index do not round-trip";
       if (wheel_slot) {
         if (n->tick_ <= elapsed_) return "a filed node's deadline is at or behind the wheel's time";
-        if (n->tick_ < start) return "a node is filed in a slot that comes due after its deadline";
+        if (n->tick_ < start) return "a node is filed in a slot that starts after its deadline";
+        if (n->tick_ < due) return "a node is filed in a slot that comes due after its deadline";
       }
     }
     if (hole_entries != holes) return "a hole is missing from its slot's hole stack";
@@ -148,6 +156,8 @@ const char* timer_wheel::invariant_violation() const noexcept {
     return "a timer is overdue but advance() would take the O(1) path";
   if (earliest_start && next_work_ > *earliest_start && staged_count_ == 0)
     return "advance() would skip a slot that comes due";
+  if (next_due_known_ && earliest_start && next_due_ > *earliest_start)
+    return "next_deadline() would report a time after a slot comes due";
   return nullptr;
 }
 

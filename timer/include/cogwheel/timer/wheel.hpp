@@ -145,10 +145,10 @@ class timer_wheel {
     return advance_slow(now);
   }
 
-  /// The earliest time at which advance() may have work: exact when the earliest timer sits at
-  /// level 0, otherwise the start of the slot that holds it (where it moves down a level); now()
-  /// when a timer is already overdue. Never later than the earliest deadline or now(), whichever
-  /// is later. nullopt when empty. O(levels).
+  /// The earliest time at which advance() may have work: the least deadline filed into the
+  /// slot that comes due first (exact unless that timer was since cancelled or pushed later, and
+  /// then earlier, never later); now() when a timer is already overdue. Never later than the
+  /// earliest deadline or now(), whichever is later. nullopt when empty. O(levels).
   std::optional<clock::time_point> next_deadline() const noexcept;
 
   /// Checks every internal invariant (bitmaps against slot occupancy, each node's slot and index,
@@ -219,7 +219,7 @@ class timer_wheel {
   struct expiration {
     unsigned level;
     unsigned slot;
-    tick_t tick;  // first tick of the slot
+    tick_t tick;  // when the slot comes due: its entry_slot::due
   };
 
   // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
@@ -302,6 +302,7 @@ class timer_wheel {
       slot* lv = levels_[level];
       if (lv == nullptr) [[unlikely]]
         lv = add_level(level);
+      if (t < lv[s].due) lv[s].due = t;
       occupied_[level] |= std::uint64_t{1} << s;
       detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
       add_to(lv[s], static_cast<std::uint16_t>(level * detail::slots_per_level + s), n);
@@ -328,6 +329,7 @@ class timer_wheel {
       file(n, t);
       return;
     }
+    if (t < lv[s].due) lv[s].due = t;
     occupied_[level] |= std::uint64_t{1} << s;
     detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
     n.slot_ = id;
@@ -417,6 +419,7 @@ class timer_wheel {
   // are all 1..60 s ahead uses levels 0..2 of 11); then &overdue_.
   std::array<slot*, detail::level_count + 1> levels_{};
   std::array<std::uintptr_t, detail::level_count + 1> level_base_{};  // see slot_at()
+  unsigned top_level_ = 0;  // levels [0, top_level_) may have slots (the highest allocated + 1)
   slot overdue_;                      // deadlines at or before elapsed_ when filed
   slot scratch_;                      // the slot being processed, detached
   std::uint32_t staged_count_ = 0;
@@ -438,6 +441,12 @@ class timer_wheel {
   clock::rep latest_ = std::numeric_limits<clock::rep>::min();
   std::array<visit_state, detail::level_count> visits_{};
   tick_t next_visit_ = 0;  // no visit step is due before this tick (the least next_tick)
+  // What next_expiration() last returned (its tick; ~0 for none), while next_due_known_: a bound,
+  // as cancels and lazy pushes since leave it lower, never higher (filing goes through
+  // update_next_work(), which sets it). Forgotten when a slot empties, so next_deadline() answers
+  // in O(1) and does not keep reporting a slot whose timers were all cancelled.
+  mutable tick_t next_due_ = ~tick_t{0};
+  mutable bool next_due_known_ = false;
   std::uint32_t visit_min_live_ = 512;  // slots with fewer live nodes are not visited early
   // Per level, the slots with at least visit_min_live_ entries (live or holes): a level without
   // one has nothing to visit (no slot can hold that many live nodes), so advance() skips its

@@ -99,7 +99,7 @@ inline std::uint32_t next_hole(const timer_node* hole) noexcept {
   return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(hole) >> 1);
 }
 
-// 32 bytes. cap is the entries the slot can hold without growing: 0 (no array), 8..256 (`first`
+// 40 bytes. cap is the entries the slot can hold without growing: 0 (no array), 8..256 (`first`
 // is the one array), or a multiple of 256 above it (`table` is an array of cap / 256 blocks, its
 // size the next power of two). Either way entry i is table[i / 256][i % 256]: with at most 256
 // entries, `table` points at `first`, so no access branches on the slot's size (a branch there
@@ -112,6 +112,11 @@ struct entry_slot {
   std::uint32_t live = 0;         // live entries; the wheel's bitmap bit is set iff live > 0
   std::uint32_t hole = no_hole;   // the most recent hole, reused first
   std::uint32_t cap = 0;
+  // When the slot comes due: the least deadline tick filed into it since it was last empty (~0
+  // while empty). The wheel lowers it at each filing. Invariant: at or after the slot's first
+  // tick (every filing lies in the slot's span) and at or before every live node's deadline
+  // (cancels and lazy pushes leave it lower, never higher), so nothing in the slot is due before.
+  tick_t due = ~tick_t{0};
 
   entry_slot() = default;
   entry_slot(const entry_slot&) = delete;
@@ -211,6 +216,7 @@ struct entry_slot {
     live = 0;
     hole = no_hole;
     cap = 0;
+    due = ~tick_t{0};
   }
 
   // Makes room for one more entry (size == cap).
