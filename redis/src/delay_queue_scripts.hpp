@@ -302,19 +302,14 @@ local first = nil
 local count = #due / 2
 if count > 0 then
   local ids = {}
-  local byte, sub = string.byte, string.sub  -- locals: no table lookups per job
-  for k = 1, count do  -- the id of each entry: inline for an id under 32 bytes (a fixstr)
-    local e = due[2 * k - 1]
-    local b = byte(e)
-    if b < 0xc0 then ids[k] = sub(e, 2, b - 0x9f) else ids[k] = split(e) end
-  end
+  local sizes = {}
+  for k = 1, count do ids[k], sizes[k] = split(due[2 * k - 1]) end
   -- No job has a count while no job was claimed twice (or died): nothing to read then.
   local tries = redis.call('EXISTS', KEYS[4]) == 1 and redis.call('HMGET', KEYS[4], unpack(ids)) or {}
   local attempts = {}
   local bytes, n, taken, skipped = 0, 0, 0, 0  -- n jobs claimed of the first `taken` listed
   for k = 1, count do
-    local l = #ids[k]  -- the payload's size: the entry's less the id and its header
-    local size = #due[2 * k - 1] - l - (l < 32 and 1 or l < 256 and 2 or l < 65536 and 3 or 5)
+    local size = sizes[k]
     if size > max_payload then
       redis.call('ZADD', KEYS[6], now, ids[k])
       redis.call('HSET', KEYS[7], ids[k], 'payload of ' .. size .. ' bytes over max_payload_bytes ' .. max_payload)
