@@ -1,7 +1,5 @@
 // delay_queue_bench: delayed jobs on a real redis-server (started here on a free port) with
-// `--pending` far-future jobs sitting in the same sorted set (the queue's; as many in the
-// pollers', which keep a plain layout of their own: id in a sorted set, payload in a hash).
-// Measures, in one run:
+// `--pending` far-future jobs sitting in the same sorted set. Measures, in one run:
 //   schedule   jobs/s of delay_queue::schedule (EVALSHA), pipelined by 256 producer coroutines
 //   wheel      2 workers (2 cores) on delay_queue::run: each sleeps on its wheel until the next
 //              due time and is woken by Pub/Sub
@@ -89,41 +87,19 @@ redis::client_options options(std::uint16_t port) {
   return o;
 }
 
-// The pollers' jobs are stored as a plain poller stores them, in keys of their own: the id in a
-// sorted set scored with the due time, the payload in a hash (the delay queue's layout before
-// its pending set carried payloads). This schedules one.
-constexpr const char* poll_schedule_lua = R"(
-if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-return 1
-)";
-const redis::command_arg poll_keys[] = {"{poll}:due", "{poll}:payload"};
-
 // Schedules ids [from, from + n) due evenly over [start, start + spread), 256 at a time in
-// flight, on the delay queue or (`polled`) the pollers' keys; returns jobs/s.
+// flight; returns jobs/s.
 double schedule_all(std::uint16_t port, const std::string& prefix, int n, wall_clock::time_point start,
-                    std::chrono::milliseconds spread, bool polled = false) {
+                    std::chrono::milliseconds spread) {
   const auto t0 = clock::now();
   run([&]() -> task<void> {
     auto c = co_await redis::client::connect(options(port));
     if (!c) throw std::runtime_error("connect: " + c.error().message());
     redis::delay_queue q(*c, "bench");
-    redis::script plain(poll_schedule_lua);
     auto producer = [&](int first) -> task<void> {
       for (int i = first; i < n; i += 256) {
-        const std::string id = prefix + std::to_string(i);
-        const wall_clock::time_point due = start + spread * i / n;
-        bool ok = false;
-        if (polled) {
-          const auto ms = std::chrono::ceil<std::chrono::milliseconds>(due.time_since_epoch()).count();
-          const redis::command_arg args[] = {id, "payload", ms};
-          auto r = co_await plain.run(*c, poll_keys, args);
-          ok = r && r->is_integer() && r->integer() == 1;
-        } else {
-          auto r = co_await q.schedule(id, "payload", due);
-          ok = r && *r;
-        }
-        if (!ok) std::fprintf(stderr, "schedule %d failed\n", i);
+        auto r = co_await q.schedule(prefix + std::to_string(i), "payload", start + spread * i / n);
+        if (!r || !*r) std::fprintf(stderr, "schedule %d failed\n", i);
       }
     };
     std::vector<task<void>> all;
@@ -176,7 +152,7 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
   std::string prefix(1, "wlpq"[kind]);
   prefix.append(std::to_string(round)).push_back(':');
   const auto start = wall_clock::now() + 1500ms;
-  schedule_all(port, prefix, cfg.jobs, start, std::chrono::seconds(cfg.seconds), polling);
+  schedule_all(port, prefix, cfg.jobs, start, std::chrono::seconds(cfg.seconds));
   if (cfg.verbose) print_commandstats(port, false);  // the round's stats count its firing only
   std::vector<std::vector<std::int64_t>> late(cfg.workers);
   std::atomic<int> fired{0};
@@ -194,10 +170,11 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
     if (polling) {
       redis::script claim(poll_claim_lua);
       interval every(kind == 2 ? 100ms : 1000ms);
+      const redis::command_arg keys[] = {"{bench}:due", "{bench}:payload"};
       const redis::command_arg args[] = {1000};
       while (!done) {
         co_await every.next();
-        auto r = co_await claim.run(*c, poll_keys, args);
+        auto r = co_await claim.run(*c, keys, args);
         if (!r || !r->is_array()) continue;
         for (std::size_t i = 0; i + 2 < r->size(); i += 3) record(*(*r)[i + 1].to_integer());
       }
@@ -342,10 +319,6 @@ int main(int argc, char** argv) {
   cogwheel::redis_test::redis_server server;
   const double rate = schedule_all(server.port(), "pending:", cfg.pending, wall_clock::now() + 24h, 1h);
   std::printf("scheduled %d pending jobs: %.0f jobs/s (EVALSHA, 256 in flight, one connection)\n", cfg.pending, rate);
-  if (cfg.kinds.find_first_of("23") != std::string::npos) {  // as many in the pollers' sorted set
-    const double plain = schedule_all(server.port(), "pending:", cfg.pending, wall_clock::now() + 24h, 1h, true);
-    std::printf("and %d in the pollers' keys: %.0f jobs/s\n", cfg.pending, plain);
-  }
   std::printf("%d rounds of %d jobs due over %d s, %u workers, %d jobs pending\n\n", cfg.rounds, cfg.jobs,
               cfg.seconds, cfg.workers, cfg.pending);
   std::vector<double> v[kinds][4];

@@ -26,24 +26,6 @@
 // without an entry had no claim, an in-flight one without an entry is on its first. Whatever
 // moves a job out of flight (expiry, failure, hand-back, burial) writes its count.
 //
-// Pending jobs ({name}:pending, a ZSET scored with the due time) are entries that carry their
-// payload: the id as a MessagePack string (its header gives its length) followed by the
-// payload's bytes. A claim thus reads a job's id and payload from the one member it removes
-// from the due set, and touches no {name}:payload field: per job it touches two entries of the
-// large dicts, the pending set's at the claim and the payload's at the acknowledgement (as a
-// poller that deletes both at once does), not three (the version before read the payload at
-// the claim and deleted it at the acknowledgement, 100-200 ms later, out of the cache). The
-// payload stays in {name}:payload too (id -> payload: schedule refuses an id that has one, and
-// reschedule, cancel, retries, hand-backs and expired claims rebuild the entry from it): a
-// pending job's payload is stored twice.
-// The layout before (main e2f7e93 and earlier) kept pending jobs in {name}:due as plain ids
-// (KEYS[9]); claim records, payloads, attempts and the dead set are unchanged. A claim moves the
-// jobs of {name}:due that it is about to claim (due within its window) into {name}:pending
-// first, so they run as before, and reads {name}:due's earliest due time; schedule refuses
-// their ids (their payloads exist), reschedule, cancel and depth reach them where they are.
-// Workers of the version before may run beside: they claim only from {name}:due, and the jobs
-// they fail, hand back or find expired go back there, where this version's claims find them.
-//
 // Every script's KEYS are the queue's keys in one fixed order (K below), so that one array of
 // keys serves them all.
 #pragma once
@@ -51,38 +33,15 @@
 namespace cogwheel::redis::detail {
 
 // KEYS, in this order, for every script.
-enum key_index {
-  k_pending = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead, k_reason, k_token,
-  k_due_before,  // {name}:due, the layout before's pending set (plain ids)
-  k_count = 9
-};
+enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead, k_reason, k_token, k_count = 8 };
 
-// Entries of {name}:pending (see the top). `entry(id, payload)` makes one; `split(e)` -> the
-// id and the payload's size. A claim splits every job it takes: two string calls, no lookup.
-#define COGWHEEL_REDIS_LUA_ENTRY                                                          \
-  "local function entry(id, payload) return cmsgpack.pack(id) .. payload end\n"           \
-  "local function split(e)\n"                                                             \
-  "  local b = string.byte(e)\n"                                                          \
-  "  local from, len = 2, b - 0xa0\n"                                                     \
-  "  if b == 0xd9 then from, len = 3, string.byte(e, 2)\n"                                \
-  "  elseif b == 0xda then local x, y = string.byte(e, 2, 3) from, len = 4, x * 256 + y\n" \
-  "  elseif b == 0xdb then\n"                                                             \
-  "    local x, y, z, w = string.byte(e, 2, 5)\n"                                         \
-  "    from, len = 6, ((x * 256 + y) * 256 + z) * 256 + w\n"                               \
-  "  end\n"                                                                               \
-  "  return string.sub(e, from, from + len - 1), #e - from - len + 1\n"                   \
-  "end\n"                                                                                 \
-  "local function pending(id) return entry(id, redis.call('HGET', KEYS[3], id) or '') end\n"
-
-// Shared prologue (with ENTRY): `now` in ms; `announce(at, channel)` publishes when `at` becomes
-// the earliest due time of {name}:pending (a job of {name}:due earlier than `at` makes it publish
-// needlessly, never miss) (call before adding it; no job due at or before `at`: asked without
+// Shared prologue: `now` in ms; `announce(at, channel)` publishes when `at` becomes the
+// earliest due time (call before adding it; no job due at or before `at`: asked without
 // WITHSCORES, so no score is formatted and parsed); `bury(id, why, tries)` moves a job out of
 // flight (already taken from its record) to the dead set with `tries` claims; `claims(id)` is
 // an in-flight job's count of claims, this one included; `id_of(m)` the id of a member written
 // by a version before claim records.
 #define COGWHEEL_REDIS_LUA_PRELUDE                                                        \
-  COGWHEEL_REDIS_LUA_ENTRY                                                                \
   "local t = redis.call('TIME')\n"                                                        \
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"               \
   "local function announce(at, channel)\n"                                                \
@@ -91,6 +50,7 @@ enum key_index {
   "  end\n"                                                                               \
   "end\n"                                                                                 \
   "local function bury(id, why, tries)\n"                                                 \
+  "  redis.call('ZREM', KEYS[1], id)\n"                                                   \
   "  redis.call('HSET', KEYS[4], id, tries)\n"                                            \
   "  redis.call('ZADD', KEYS[6], now, id)\n"                                              \
   "  redis.call('HSET', KEYS[7], id, why)\n"                                              \
@@ -133,21 +93,16 @@ if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return 0 end
 local at = ARGV[3]
 if ARGV[5] == 'after' then at = now + tonumber(at) end
 announce(at, ARGV[4])
-redis.call('ZADD', KEYS[1], at, entry(ARGV[1], ARGV[2]))
+redis.call('ZADD', KEYS[1], at, ARGV[1])
 return 1
 )";
 
-// ARGV: id, due_ms, channel. -> 1 moved, 0 not pending. A job of the layout before moves
-// within {name}:due.
+// ARGV: id, due_ms, channel. -> 1 moved, 0 not pending.
 inline constexpr const char* reschedule_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
-local key, m = KEYS[1], pending(ARGV[1])
-if not redis.call('ZSCORE', key, m) then
-  key, m = KEYS[9], ARGV[1]
-  if not redis.call('ZSCORE', key, m) then return 0 end
-end
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local at = tonumber(ARGV[2])
 announce(at, ARGV[3])
-redis.call('ZADD', key, 'XX', at, m)
+redis.call('ZADD', KEYS[1], 'XX', at, ARGV[1])
 return 1
 )";
 
@@ -155,13 +110,11 @@ return 1
 // with a payload is in flight: its record is found by reading the in-flight set and the records
 // (O(jobs in flight), a price only cancelling a running job pays; its worker's reports are then
 // refused).
-inline constexpr const char* cancel_lua = COGWHEEL_REDIS_LUA_ENTRY COGWHEEL_REDIS_LUA_RECORDS R"(
+inline constexpr const char* cancel_lua = COGWHEEL_REDIS_LUA_RECORDS R"(
 local function id_of(m) return string.match(m, '^%d+:(.*)$') or m end
 local id = ARGV[1]
-local payload = redis.call('HGET', KEYS[3], id)
-local n = redis.call('ZREM', KEYS[6], id) + redis.call('ZREM', KEYS[9], id)
-if payload then n = n + redis.call('ZREM', KEYS[1], entry(id, payload)) end
-if n == 0 and payload then
+local n = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[6], id)
+if n == 0 and redis.call('HEXISTS', KEYS[3], id) == 1 then
   for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     if redis.call('HEXISTS', KEYS[5], m) == 1 then
       if take(m, id) then n = 1 break end
@@ -223,31 +176,30 @@ return n
 // claim_record_jobs, then acknowledgements (ack(8): the worker's finished jobs riding on its
 // claim, one request instead of two). First the acknowledgements, then the records whose
 // lease expired (their worker died or stalled: up to `limit` records, each whole) send their
-// jobs back to due, or to the dead set once they used max_attempts claims. Then the jobs of the
-// layout before ({name}:due) due within now + lookahead move to {name}:pending (up to `limit`).
-// Then up to `limit` jobs due within now + lookahead move to in flight, in records of
-// claim_record_jobs jobs (the last one shorter), each record with a new token (consecutive: the
-// first token, then one more per record; one INCRBY), leased until now + lookahead + visibility
-// (at least each job's own max(due, now) + visibility: one score for every record, so that no
-// per-job number is formatted or parsed); their payloads together stay under max_claim_bytes
-// (the first one always goes), and a payload over max_payload_bytes sends its job to the dead
-// set. The jobs taken are the first `taken` of the pending set (ZRANGEBYSCORE from -inf lists
-// them in rank order), removed by one ZREMRANGEBYRANK.
-// Per job, the script only reads its entry (split: the id, for its record, and the payload's
-// size) and touches no other key: the reply is the due listing as it came (entries and due
-// times, cut to the jobs claimed; compacted only when a job was buried amid them), and a record
+// jobs back to due, or to the dead set once they used max_attempts claims. Then up to `limit`
+// jobs due within now + lookahead move to in flight, in records of claim_record_jobs jobs (the
+// last one shorter), each record with a new token (consecutive: the first token, then one more
+// per record; one INCRBY), leased until now + lookahead + visibility (at least each job's own
+// max(due, now) + visibility: one score for every record, so that no per-job number is
+// formatted or parsed); their payloads together stay under max_claim_bytes (the first one
+// always goes), and a payload over max_payload_bytes sends its job to the dead set. The jobs
+// taken are the first `taken` of the due set (ZRANGEBYSCORE from -inf lists them in rank
+// order), removed by one ZREMRANGEBYRANK.
+// Per job, the script only reads: the reply is the due listing and the HMGET's payloads as they
+// came (cut to the jobs claimed; compacted only when a job was buried amid them), and a record
 // is packed from a slice of the ids (`slice`), with no table per record or job.
-// -> {now, {entry, due, ...}, earliest due left (of both pending sets) or -1,
+// -> {now, {id, due, ...}, earliest due left or -1,
 //     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
 //     seconds and microseconds of TIME read at the script's end (the reference of
 //     the workers' start times: the later it is read, the less a batch starts late),
 //     acknowledgements that held their lease, the first record's token (0: none taken; the
 //     job at index i of the list is in the record of token first + floor(i / claim_record_jobs)),
 //     {i, attempt, ...} for the jobs claimed before (the others are on their first attempt:
-//     no number per job in the common case)}
+//     no number per job in the common case), {payload, ...} (one per job of the list)}
 inline constexpr const char* claim_lua =
     COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
 -- The bytes cmsgpack.pack({ids[a], ..., ids[b]}) writes: an array's header, then its strings
+-- (cmsgpack.pack of several values writes each in turn).
 -- (cmsgpack.pack of several values writes each in turn). Over a few thousand (Lua's unpack
 -- limit), through a table.
 local function slice(ids, a, b)
@@ -263,7 +215,6 @@ end
 local acked = ack(8)
 local visibility = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
-local horizon = now + tonumber(ARGV[3])
 local max_attempts = tonumber(ARGV[4])
 local max_payload = tonumber(ARGV[5])
 local max_bytes = tonumber(ARGV[6])
@@ -280,36 +231,28 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
       buried = buried + 1
     else
       redis.call('HSET', KEYS[4], id, tries)
-      redis.call('ZADD', KEYS[1], now, pending(id))
+      redis.call('ZADD', KEYS[1], now, id)
     end
   end end
 end
--- The layout before's jobs about to be claimed join the pending set (a key that is gone costs
--- one EXISTS per claim).
-local before = redis.call('EXISTS', KEYS[9]) == 1
-if before then
-  local old = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, limit)
-  for i = 1, #old, 2 do
-    redis.call('ZADD', KEYS[1], old[i + 1], pending(old[i]))
-    redis.call('ZREM', KEYS[9], old[i])
-  end
-end
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, limit)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'WITHSCORES', 'LIMIT', 0, limit)
 local more = #due == 2 * limit and 1 or 0
-local later = {}
+local payloads, later = {}, {}
 local first = nil
 -- Counters instead of `#t` (a search in Lua 5.1) in the loops below: they run per job.
 local count = #due / 2
 if count > 0 then
   local ids = {}
-  local sizes = {}
-  for k = 1, count do ids[k], sizes[k] = split(due[2 * k - 1]) end
+  for k = 1, count do ids[k] = due[2 * k - 1] end
+  payloads = redis.call('HMGET', KEYS[3], unpack(ids))
   -- No job has a count while no job was claimed twice (or died): nothing to read then.
   local tries = redis.call('EXISTS', KEYS[4]) == 1 and redis.call('HMGET', KEYS[4], unpack(ids)) or {}
   local attempts = {}
   local bytes, n, taken, skipped = 0, 0, 0, 0  -- n jobs claimed of the first `taken` listed
   for k = 1, count do
-    local size = sizes[k]
+    local payload = payloads[k]
+    if not payload then payload = '' payloads[k] = '' end
+    local size = #payload
     if size > max_payload then
       redis.call('ZADD', KEYS[6], now, ids[k])
       redis.call('HSET', KEYS[7], ids[k], 'payload of ' .. size .. ' bytes over max_payload_bytes ' .. max_payload)
@@ -338,15 +281,16 @@ if count > 0 then
     for k = 1, taken do
       if ids[k] then
         j = j + 1
-        ids[j], due[2 * j - 1], due[2 * j] = ids[k], due[2 * k - 1], due[2 * k]
+        ids[j], due[2 * j - 1], due[2 * j], payloads[j] = ids[k], due[2 * k - 1], due[2 * k], payloads[k]
       end
     end
   end
   for k = 2 * count, 2 * n + 1, -1 do due[k] = nil end  -- rare: a bound or a burial cut the list
+  for k = count, n + 1, -1 do payloads[k] = nil end
   if n > 0 then
     local records = math.floor((n - 1) / per_record) + 1
     first = redis.call('INCRBY', KEYS[8], records) - records + 1
-    local expiry = horizon + visibility
+    local expiry = now + tonumber(ARGV[3]) + visibility
     local members, fields = {}, {}
     for r = 1, records do
       local m = string.format('%d', first + r - 1)
@@ -359,14 +303,10 @@ if count > 0 then
     if #attempts > 0 then bulk('HSET', KEYS[4], attempts) end
   end
 end
-local nd = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or -1)
-if before then
-  local od = tonumber(redis.call('ZRANGE', KEYS[9], 0, 0, 'WITHSCORES')[2] or -1)
-  if od >= 0 and (nd < 0 or od < nd) then nd = od end
-end
+local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local te = redis.call('TIME')  -- not frozen in a script: read last, it is the reply's own time
-return {now, due, nd, tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, first or 0, later}
+return {now, due, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, first or 0, later, payloads}
 )";
 
 // ARGV: groups token, k, k ranges (see ack) -> how many still held their lease (and are done). A
@@ -388,7 +328,7 @@ end
 redis.call('HSET', KEYS[4], id, tries)
 local at = now + tonumber(ARGV[3])
 announce(at, ARGV[5])
-redis.call('ZADD', KEYS[1], at, pending(id))
+redis.call('ZADD', KEYS[1], at, id)
 return 1
 )";
 
@@ -417,14 +357,14 @@ for i = 1, #ARGV, 3 do
   local id = ARGV[i]
   if take(ARGV[i + 1], id) then
     redis.call('HSET', KEYS[4], id, claims(id) - 1)
-    redis.call('ZADD', KEYS[1], tonumber(ARGV[i + 2]), pending(id))
+    redis.call('ZADD', KEYS[1], tonumber(ARGV[i + 2]), id)
     n = n + 1
   end
 end
 return n
 )";
 
-// ARGV: (none). -> {due (both layouts' pending sets), in flight, dead}; in flight counts the jobs of every record (and a
+// ARGV: (none). -> {due, in flight, dead}; in flight counts the jobs of every record (and a
 // member of an older version as one job): O(jobs in flight).
 inline constexpr const char* depth_lua = COGWHEEL_REDIS_LUA_RECORDS R"(
 local n = 0
@@ -432,7 +372,7 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local ids = record(m) or {true}
   for _, x in ipairs(ids) do if x then n = n + 1 end end
 end
-return {redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[9]), n, redis.call('ZCARD', KEYS[6])}
+return {redis.call('ZCARD', KEYS[1]), n, redis.call('ZCARD', KEYS[6])}
 )";
 
 // ARGV: offset, count. -> {id, payload, died_ms, attempts, reason, ...}, oldest first.
@@ -458,7 +398,7 @@ redis.call('HDEL', KEYS[7], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 local at = now + tonumber(ARGV[2])
 announce(at, ARGV[3])
-redis.call('ZADD', KEYS[1], at, pending(ARGV[1]))
+redis.call('ZADD', KEYS[1], at, ARGV[1])
 return 1
 )";
 
@@ -466,6 +406,5 @@ return 1
 #undef COGWHEEL_REDIS_LUA_RECORDS
 #undef COGWHEEL_REDIS_LUA_BULK
 #undef COGWHEEL_REDIS_LUA_ACK
-#undef COGWHEEL_REDIS_LUA_ENTRY
 
 }  // namespace cogwheel::redis::detail

@@ -235,7 +235,8 @@ task<void> delay_queue::work() {
       const clock::time_point replied = now();
       ++stats_.claims;
       ++metrics_.claims;
-      if (!r || !r->is_array() || r->size() != 11 || !(*r)[1].is_array() || !(*r)[10].is_array()) {
+      if (!r || !r->is_array() || r->size() != 12 || !(*r)[1].is_array() || !(*r)[10].is_array() || !(*r)[11].is_array() ||
+          (*r)[1].size() != 2 * (*r)[11].size()) {
         wait_ms = error_backoff.count();
         error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
       } else {
@@ -249,15 +250,15 @@ task<void> delay_queue::work() {
         now_ms = int_of((*r)[0]);
         const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
         count_dead(static_cast<std::uint64_t>(int_of((*r)[5])));
-        const auto f = (*r)[1].elements();  // entry (id and payload), due
+        const auto f = (*r)[1].elements();  // id, due
+        const auto payloads = (*r)[11].elements();
         const std::int64_t first_token = int_of((*r)[9]);  // one per record of claim_record_jobs jobs
         const auto later = (*r)[10].elements();  // index, attempt of the jobs claimed before
         std::size_t next_later = 0;
-        for (std::size_t index = 0; 2 * index + 1 < f.size(); ++index) {
+        for (std::size_t index = 0; index < payloads.size(); ++index) {
           job j;
-          const auto [id, payload] = detail::split_entry(f[2 * index].str());
-          j.id = id;
-          j.payload = payload;
+          j.id = f[2 * index].str();
+          j.payload = payloads[index].str();
           j.due_ms = int_of(f[2 * index + 1]);
           if (next_later + 1 < later.size() && static_cast<std::size_t>(int_of(later[next_later])) == index) {
             j.attempt = int_of(later[next_later + 1]);

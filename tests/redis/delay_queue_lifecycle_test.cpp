@@ -8,7 +8,6 @@
 
 #include <cogwheel/cogwheel.hpp>
 
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -168,12 +167,10 @@ TEST_F(redis_delay_queue_life, a_claim_record_is_stored_as_a_messagepack_array_o
         const std::string id = "j" + std::string(static_cast<std::size_t>(i % 3), 'x') + std::to_string(100 + i);
         EXPECT_TRUE(*co_await q.schedule(id, "", t));
       }
-      // In rank order (one due time for all: by entry). With empty payloads a pending entry is
-      // its id as a MessagePack string, as the record holds it.
-      auto entries = co_await c->command("ZRANGE", "{" + name + "}:pending", 0, -1);
-      CO_ASSERT_OK(entries);
-      CO_ASSERT_TRUE(entries->size() == static_cast<std::size_t>(n));
-      for (const auto& e : entries->elements()) expected += e.str();
+      // In rank order (one due time for all: by id).
+      auto ids = co_await c->command("ZRANGE", "{" + name + "}:due", 0, -1);
+      CO_ASSERT_OK(ids);
+      for (const auto& id : ids->elements()) expected += static_cast<char>(0xa0 + id.str().size()) + std::string(id.str());
       std::optional<std::string> stored;
       bool reading = false;
       auto handler = [&](const job& j) -> task<result<void>> {
@@ -240,46 +237,11 @@ TEST_F(redis_delay_queue_life, schedule_after_counts_the_delay_on_the_servers_cl
     CO_ASSERT_OK(t);
     const std::int64_t server_ms = *(*t)[0].to_integer() * 1000 + *(*t)[1].to_integer() / 1000;
     EXPECT_TRUE(*co_await q.schedule_after("x", "", 60s));
-    auto score = co_await c->command("ZSCORE", "{jobs}:pending", "\xa1x");  // id "x", no payload
+    auto score = co_await c->command("ZSCORE", "{jobs}:due", "x");
     CO_ASSERT_OK(score);
     const auto due = static_cast<std::int64_t>(*score->to_double());
     EXPECT_GE(due, server_ms + 60'000);
     EXPECT_LT(due, server_ms + 61'000);
-  }());
-}
-
-// A pending entry is the id as a MessagePack string (fixstr, str 8, str 16, str 32) followed by
-// the payload: ids of every header's sizes, with payloads, come back whole, and are cancelled.
-TEST_F(redis_delay_queue_life, ids_of_every_length_keep_their_payloads) {
-  run([&]() -> task<void> {
-    auto c = co_await redis::client::connect(options());
-    CO_ASSERT_OK(c);
-    delay_queue q(*c, "jobs");
-    std::map<std::string, std::string> sent;
-    for (const std::size_t n : {0u, 1u, 31u, 32u, 255u, 256u, 65535u, 65536u}) {
-      const std::string id = std::string(n, 'i') + (n % 2 ? "\xd9" : "");
-      sent[id] = std::string(n % 7, 'p') + "\xda\xdb" + std::to_string(n);
-      EXPECT_TRUE(*co_await q.schedule(id, sent[id], wall_clock::now())) << n;
-    }
-    EXPECT_TRUE(*co_await q.schedule("gone", "x", wall_clock::now() + 1h));
-    EXPECT_TRUE(*co_await q.cancel("gone"));
-    std::map<std::string, std::string> got;
-    auto handler = [&](const job& j) -> task<result<void>> {
-      got[j.id] = j.payload;
-      co_return result<void>();
-    };
-    auto scenario = [&]() -> task<void> {
-      for (int i = 0; i < 300 && q.stats().acked < sent.size(); ++i) co_await sleep_for(10ms);
-      q.stop();
-    };
-    co_await when_all(q.run(handler, worker()), scenario());
-    EXPECT_EQ(got, sent);
-    auto depth = co_await q.depth();
-    CO_ASSERT_OK(depth);
-    EXPECT_EQ(depth->due, 0);
-    auto left = co_await c->command("HLEN", "{jobs}:payload");  // the acks named the right ids
-    CO_ASSERT_OK(left);
-    EXPECT_EQ(left->integer(), 0);
   }());
 }
 

@@ -3,9 +3,7 @@
 /// pointed at the same Redis, with the local wheel waking each worker when jobs fall due.
 ///
 /// Keys (the {name} hash tag keeps them in one Cluster slot):
-///   {name}:pending   ZSET (id, payload) -> due time (ms since the epoch, Redis's clock); a
-///                    member is the id as a MessagePack string followed by the payload's bytes
-///   {name}:due       ZSET id -> due time: pending jobs of the layout before (still claimed)
+///   {name}:due       ZSET id -> due time (ms since the epoch, Redis's clock)
 ///   {name}:inflight  ZSET "<token>" -> lease expiry of a claim record: up to 128 jobs of one
 ///                    claim, fenced by the record's token (see below)
 ///   {name}:claims    HASH "<token>" -> the record's job ids in claim order, a job done being
@@ -239,8 +237,8 @@ class delay_queue {
   client* client_;
   std::string name_;
   queue_options qopts_;
-  std::string keys_storage_[9];
-  std::array<command_arg, 9> keys_;
+  std::string keys_storage_[8];
+  std::array<command_arg, 8> keys_;
   std::string channel_;
   script schedule_, reschedule_, cancel_, claim_, ack_, fail_, extend_, release_, depth_, list_dead_, requeue_;
 
