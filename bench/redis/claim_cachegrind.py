@@ -61,18 +61,9 @@ def pipe(cmds):
 lua = lambda n: open(f'{work}/{n}.lua', 'rb').read()
 sched, claim = call('SCRIPT', 'LOAD', lua('schedule')), call('SCRIPT', 'LOAD', lua('claim'))
 psched = call('SCRIPT', 'LOAD', b"if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 0 then return 0 end\nredis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\nreturn 1")
-poll = call('SCRIPT', 'LOAD', b"""local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, ARGV[1])
-local out = {}
-for i = 1, #due, 2 do
-  redis.call('ZREM', KEYS[1], due[i])
-  out[#out + 1] = due[i]
-  out[#out + 1] = due[i + 1]
-  out[#out + 1] = redis.call('HGET', KEYS[2], due[i]) or ''
-  redis.call('HDEL', KEYS[2], due[i])
-end
-return out""")
+# The poller's script, as delay_queue_bench runs it.
+bench_cpp = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'delay_queue_bench.cpp')).read()
+poll = call('SCRIPT', 'LOAD', re.search(r'poll_claim_lua = R"\((.*?)\)";', bench_cpp, re.S).group(1).encode())
 qk = ['{q}:due', '{q}:inflight', '{q}:payload', '{q}:attempts', '{q}:claims', '{q}:dead', '{q}:reason', '{q}:token']
 pk = ['{poll}:due', '{poll}:payload']
 now = int(time.time() * 1000)
