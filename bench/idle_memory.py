@@ -18,7 +18,7 @@ Kernel socket memory (socket buffers, the struct sock) is not in a process's RSS
 for every server alike.
 
 Usage: python3 bench/idle_memory.py --build=build/rel [--connections=10000] [--rounds=3]
-           [--only=http,nginx,echo]
+           [--only=http,nginx,echo] [--http-flags="--park-after-ms=100"]
 Builds nothing: cmake --build BUILD --target http_server echo_server load_client. Needs nginx
 (Debian's nginx-light), wrk, taskset, 2 CPUs and a hard RLIMIT_NOFILE above N + 100.
 """
@@ -46,6 +46,13 @@ def wait_held(pids, base_fds, n, timeout=60):
         time.sleep(0.1)
     time.sleep(1)  # the last accepts settle into their first read
     return servers.fd_count(pids) - base_fds
+
+
+class http_server(servers.cogwheel_server):
+    extra = []  # --http-flags
+
+    def command(self):
+        return super().command() + self.extra
 
 
 class echo_server(servers.server):
@@ -94,15 +101,19 @@ def main():
     ap.add_argument("--connections", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="http,nginx,echo")
+    ap.add_argument("--http-flags", default="",
+                    help="more flags for the HTTP example, space-separated (e.g. --park-after-ms=100)")
     args = ap.parse_args()
+    http_server.extra = args.http_flags.split()
     servers.cogwheel_server.binary = os.path.abspath(os.path.join(args.build, "examples", "http", "http_server"))
     echo_server.binary = os.path.abspath(os.path.join(args.build, "examples", "echo_server"))
-    kinds = {"http": servers.cogwheel_server, "nginx": servers.nginx_server, "echo": echo_server}
+    kinds = {"http": http_server, "nginx": servers.nginx_server, "echo": echo_server}
     kinds = [kinds[k] for k in args.only.split(",")]
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
     print(f"idle_memory: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load}, "
-          f"{args.connections} connections, {args.rounds} rounds interleaved, medians")
+          f"{args.connections} connections, {args.rounds} rounds interleaved, medians"
+          + (f", HTTP example with {args.http_flags}" if args.http_flags else ""))
     rows = {}
     for r in range(args.rounds):
         for kind in (kinds if r % 2 == 0 else kinds[::-1]):

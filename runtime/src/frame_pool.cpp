@@ -85,11 +85,13 @@ struct chunk_list {
 };
 
 // Giving memory back (decay). Invariants:
-//  - empty_ is the number of chunks in use (carved from, in chunks_) whose live count is 0.
-//    Keeping it costs the hot paths one increment or decrement of a line the owning thread
-//    already has (the chunk's counts) and a well-predicted branch; nothing else is done there.
-//  - Time is cut into epochs of at least decay_ns, advanced only by tick(), which the event
-//    loop calls when it is about to sleep (frame_pool_idle) while some chunk is empty. A chunk
+//  - The hot paths keep each chunk's live count (one increment or decrement of a line the
+//    owning thread already has) and nothing else, but for a free that empties its chunk: that
+//    one stamps the chunk with the epoch and sets pending_. pending_ is false only when no chunk
+//    in use is empty (it is cleared by a scan that found none).
+//  - Time is cut into epochs of at least decay_ns, advanced only by idle(), which the event
+//    loop calls when it is about to sleep (frame_pool_idle) while pending_ is set; each advance
+//    scans the chunks in use (O(chunks), a few hundred at most for a million frames). A chunk
 //    is released only when it has been empty since an epoch before the previous one, that is
 //    for at least one whole epoch (decay_ns) without a single allocation from it: a steady
 //    state that keeps reusing its blocks never releases them, so it never pays madvise nor the
@@ -145,7 +147,7 @@ class frame_pool {
     chunk* h = chunk_of(p);
     if (--h->live == 0) {
       h->empty_epoch = epoch_;
-      ++empty_;
+      pending_ = true;
     }
   }
   // A block of this pool, freed by any other thread.
@@ -163,18 +165,18 @@ class frame_pool {
   template <class Clock>
   std::int64_t idle(Clock now) noexcept {
     if (remote_.load(std::memory_order_relaxed) != nullptr) take_remote();
-    if (empty_ == 0) return -1;
+    if (!pending_) return -1;
     const std::int64_t now_ns = now();  // read only when something may be released
     if (now_ns < next_tick_) return next_tick_ - now_ns;
     ++epoch_;
     next_tick_ = now_ns + decay_ns;
     release_if([this](const chunk* h) { return epoch_ - h->empty_epoch >= 2; });
-    return empty_ == 0 ? -1 : decay_ns;
+    return pending_ ? decay_ns : -1;
   }
   // Releases every empty chunk now, whatever its age.
   void release_empty() noexcept {
     if (remote_.load(std::memory_order_relaxed) != nullptr) take_remote();
-    if (empty_ != 0) release_if([](const chunk*) { return true; });
+    if (pending_) release_if([](const chunk*) { return true; });
   }
 
   frame_pool* next_orphan = nullptr;  // on the list of pools whose thread exited
@@ -184,7 +186,7 @@ class frame_pool {
 
  private:
   void count_allocated(void* p) noexcept {
-    if (chunk_of(p)->live++ == 0) --empty_;
+    ++chunk_of(p)->live;
   }
   void take_remote() noexcept {
     free_block* b = remote_.exchange(nullptr, std::memory_order_acquire);
@@ -216,9 +218,8 @@ class frame_pool {
     chunks_.push(reinterpret_cast<chunk*>(mem));  // has room: reserved above
     auto* h = reinterpret_cast<chunk*>(mem);
     h->owner = this;
-    h->live = 0;  // counted empty until the allocation that made it takes its first block
+    h->live = 0;  // the allocation that made it takes its first block at once
     h->empty_epoch = epoch_;
-    ++empty_;
     next_ = mem + chunk_header;
     end_ = mem + chunk_bytes;
   }
@@ -229,11 +230,15 @@ class frame_pool {
     // Marked by clearing their owner (nothing else reads it: no block of an empty chunk is
     // held by anyone), then moved from chunks_ to spare_.
     std::size_t marked = 0;
+    pending_ = false;
     for (std::size_t i = 0; i < chunks_.size; ++i) {
       chunk* h = chunks_.at[i];
-      if (h->live == 0 && due(h)) {
+      if (h->live != 0) continue;
+      if (due(h)) {
         h->owner = nullptr;
         ++marked;
+      } else {
+        pending_ = true;  // empty, not for long enough yet
       }
     }
     if (marked == 0) return;
@@ -245,6 +250,7 @@ class frame_pool {
       if (grown == nullptr) {
         for (std::size_t i = 0; i < chunks_.size; ++i)
           if (chunks_.at[i]->live == 0) chunks_.at[i]->owner = this;
+        pending_ = true;  // try again next time
         return;
       }
       spare_.at = static_cast<chunk**>(grown);
@@ -271,7 +277,6 @@ class frame_pool {
         continue;
       }
       chunks_.at[i] = chunks_.at[--chunks_.size];
-      --empty_;
       ::madvise(h, chunk_bytes, MADV_DONTNEED);
       spare_.at[spare_.size++] = h;
     }
@@ -287,7 +292,7 @@ class frame_pool {
   run runs_[classes];
   char* next_ = nullptr;  // the current chunk's uncarved part (runs are cut from it)
   char* end_ = nullptr;
-  std::uint32_t empty_ = 0;  // chunks in use with no live block
+  bool pending_ = false;  // some chunk in use may be empty (see the invariants above)
   std::uint32_t epoch_ = 0;
   std::int64_t next_tick_ = 0;  // when idle() may advance the epoch
   chunk_list chunks_;           // in use: carved from
