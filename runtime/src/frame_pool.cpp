@@ -56,7 +56,7 @@ struct chunk {
   // Blocks handed out and not yet back on a free list (a block on the remote stack still
   // counts: it is taken back, and counted down, by the owning thread).
   std::uint32_t live;
-  // The pool's epoch when live last fell to 0 (see frame_pool::tick).
+  // The pool's epoch when live last fell to 0 (see frame_pool::idle).
   std::uint32_t empty_epoch;
 };
 static_assert(sizeof(chunk) <= chunk_header);
@@ -145,7 +145,7 @@ class frame_pool {
     b->next = free_[c];
     free_[c] = b;
     chunk* h = chunk_of(p);
-    if (--h->live == 0) {
+    if (--h->live == 0) [[unlikely]] {
       h->empty_epoch = epoch_;
       pending_ = true;
     }
@@ -363,7 +363,7 @@ void free_frame(void* p, std::size_t n) noexcept {
     return;
   }
   frame_pool* owner = reinterpret_cast<chunk*>(reinterpret_cast<std::uintptr_t>(p) & ~(chunk_bytes - 1))->owner;
-  if (owner == this_thread.pool)
+  if (owner == this_thread.pool) [[likely]]
     owner->free_local(p, size_class(n));
   else
     owner->free_remote(p, size_class(n));
