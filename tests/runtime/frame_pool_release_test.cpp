@@ -81,7 +81,9 @@ TEST(frame_pool_release, a_freed_burst_leaves_rss_once_the_loop_has_idled) {
   // chunks are given back within two periods).
   run(idle_for(700ms));
   const std::size_t after = rss_bytes();
-  EXPECT_LT(after, held - (held - before) / 2) << "Rss " << before << " -> " << held << " -> " << after;
+  // Most of the burst's ten chunks are given back (one may be shared with longer-lived blocks).
+  // An absolute figure: under ThreadSanitizer Rss also holds the burst's shadow, which stays.
+  EXPECT_LT(after + (16u << 20), held) << "Rss " << before << " -> " << held << " -> " << after;
 }
 
 TEST(frame_pool_release, a_chunk_given_back_is_carved_again_with_frames_intact) {
