@@ -265,10 +265,11 @@ class frame_pool {
           link = &b->next;
       }
     }
+    // A run's next, like the carving point's, may stand exactly at its chunk's end (a run used
+    // up, a chunk carved to the last byte): then it is no address in that chunk, and may be
+    // none mapped at all. end - 1 always is.
     for (run& r : runs_)
-      if (r.next != nullptr && chunk_of(r.next)->owner == nullptr) r = run{};
-    // The carving point: next_ may stand exactly at its chunk's end (then it is no address in
-    // that chunk), which is why end_ - 1 tells the chunk.
+      if (r.end != nullptr && chunk_of(r.end - 1)->owner == nullptr) r = run{};
     if (end_ != nullptr && chunk_of(end_ - 1)->owner == nullptr) next_ = end_ = nullptr;
     for (std::size_t i = 0; i < chunks_.size;) {
       chunk* h = chunks_.at[i];
