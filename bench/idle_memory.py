@@ -13,7 +13,8 @@ each server in turn (the order alternates from round to round):
      bench/http/idle_clients.py (one `GET /` on each, the answer read, then idle: keep-alive);
      for echo, examples/load_client --idle=N (connections that never send);
   4. once the server holds them all (its descriptors counted) and one more second has passed
-     (--settle-s), read Rss again: `held`. (held - before) / N is the user memory per idle connection.
+     (--settle-s), read Rss again: `held`. (held - before) / N is the user memory per idle
+     connection.
 Kernel socket memory (socket buffers, the struct sock) is not in a process's RSS and is left out
 for every server alike.
 

@@ -99,10 +99,11 @@ struct chunk_list {
 //    (it is not idle); a thread that exits releases its empty chunks at once.
 //  - Releasing a chunk takes its blocks off the free lists (one walk of every free list:
 //    O(free blocks), paid at most once per epoch and only when something is released, at a
-//    moment the loop had nothing else to do), drops the runs and the carving point that lie in
-//    it, then madvise(MADV_DONTNEED)s the whole 2 MiB: the huge page is dropped whole (never
-//    split), and Rss falls at once. The address range stays mapped, on spare_, and is the next
-//    chunk carved (reading zeros: its header is written anew).
+//    moment the loop had nothing else to do; no walk when every chunk goes, as at thread
+//    exit), drops the runs and the carving point that lie in it, then madvise(MADV_DONTNEED)s
+//    the whole 2 MiB: the huge page is dropped whole (never split), and Rss falls at once.
+//    The address range stays mapped, on spare_, and is the next chunk carved (reading zeros:
+//    its header is written anew).
 //  - Only whole chunks are released, never pages inside a chunk in use: with transparent huge
 //    pages a chunk is one page, and giving back part of it would split it into 4 KiB pages,
 //    losing the TLB reach the pool exists for (see the header).
@@ -255,6 +256,10 @@ class frame_pool {
       }
       spare_.at = static_cast<chunk**>(grown);
       spare_.capacity = n;
+    }
+    if (marked == chunks_.size) {
+      // Every chunk goes (a drained pool, a thread's exit): so does every free block, no walk.
+      for (free_block*& head : free_) head = nullptr;
     }
     for (free_block*& head : free_) {
       free_block** link = &head;
