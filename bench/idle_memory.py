@@ -12,13 +12,14 @@ each server in turn (the order alternates from round to round):
   3. open N connections from another process and keep them open: for HTTP,
      bench/http/idle_clients.py (one `GET /` on each, the answer read, then idle: keep-alive);
      for echo, examples/load_client --idle=N (connections that never send);
-  4. once the server holds them all (its descriptors counted) and one more second has passed,
-     read Rss again: `held`. (held - before) / N is the user memory per idle connection.
+  4. once the server holds them all (its descriptors counted) and one more second has passed
+     (--settle-s), read Rss again: `held`. (held - before) / N is the user memory per idle
+     connection.
 Kernel socket memory (socket buffers, the struct sock) is not in a process's RSS and is left out
 for every server alike.
 
 Usage: python3 bench/idle_memory.py --build=build/rel [--connections=10000] [--rounds=3]
-           [--only=http,nginx,echo]
+           [--only=http,nginx,echo] [--http-flags="--park-after-ms=100"] [--settle-s=1]
 Builds nothing: cmake --build BUILD --target http_server echo_server load_client. Needs nginx
 (Debian's nginx-light), wrk, taskset, 2 CPUs and a hard RLIMIT_NOFILE above N + 100.
 """
@@ -40,12 +41,19 @@ def warm_up(port):
                    capture_output=True, timeout=60)
 
 
-def wait_held(pids, base_fds, n, timeout=60):
+def wait_held(pids, base_fds, n, settle, timeout=60):
     end = time.time() + timeout
     while time.time() < end and servers.fd_count(pids) - base_fds < n:
         time.sleep(0.1)
-    time.sleep(1)  # the last accepts settle into their first read
+    time.sleep(settle)  # the last accepts settle into their first read (and park)
     return servers.fd_count(pids) - base_fds
+
+
+class http_server(servers.cogwheel_server):
+    extra = []  # --http-flags
+
+    def command(self):
+        return super().command() + self.extra
 
 
 class echo_server(servers.server):
@@ -57,7 +65,7 @@ class echo_server(servers.server):
                 "--mode=deadline", "--idle-timeout-ms=600000"]
 
 
-def measure(kind, n, build):
+def measure(kind, n, build, settle):
     with tempfile.TemporaryDirectory() as tmp:
         # keep-alive 10 min: nobody is kicked while held
         with kind(tmp, 13, (60000, 60000, 600000, 60000)) as srv:
@@ -79,7 +87,7 @@ def measure(kind, n, build):
                     line = holder.stdout.readline().strip()  # "held N": every answer read
                     if not line.startswith("held"):
                         raise RuntimeError(f"idle_clients.py: {line!r}")
-                held = wait_held(pids, fds, n)
+                held = wait_held(pids, fds, n, settle)
                 after = servers.smaps_rss_kib(srv.pids())
             finally:
                 holder.terminate()
@@ -94,19 +102,25 @@ def main():
     ap.add_argument("--connections", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="http,nginx,echo")
+    ap.add_argument("--http-flags", default="",
+                    help="more flags for the HTTP example, space-separated (e.g. --park-after-ms=100)")
+    ap.add_argument("--settle-s", type=float, default=1.0,
+                    help="seconds between the last connection held and the Rss read (step 4)")
     args = ap.parse_args()
+    http_server.extra = args.http_flags.split()
     servers.cogwheel_server.binary = os.path.abspath(os.path.join(args.build, "examples", "http", "http_server"))
     echo_server.binary = os.path.abspath(os.path.join(args.build, "examples", "echo_server"))
-    kinds = {"http": servers.cogwheel_server, "nginx": servers.nginx_server, "echo": echo_server}
+    kinds = {"http": http_server, "nginx": servers.nginx_server, "echo": echo_server}
     kinds = [kinds[k] for k in args.only.split(",")]
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
     print(f"idle_memory: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load}, "
-          f"{args.connections} connections, {args.rounds} rounds interleaved, medians")
+          f"{args.connections} connections, {args.rounds} rounds interleaved, medians"
+          + (f", HTTP example with {args.http_flags}" if args.http_flags else ""))
     rows = {}
     for r in range(args.rounds):
         for kind in (kinds if r % 2 == 0 else kinds[::-1]):
-            m = measure(kind, args.connections, args.build)
+            m = measure(kind, args.connections, args.build, args.settle_s)
             rows.setdefault(kind.name, []).append(m)
             print(f"  round {r} {m['server']:14} held {m['held']:6}  Rss {m['before_kib']} -> {m['held_kib']} KiB  "
                   f"{m['bytes']:.0f} B per connection", flush=True)

@@ -3,6 +3,9 @@
 //
 //   resume/task                 co_await of a task that completes at once (frame + symmetric
 //                               transfer), per await
+//   spawn/run_and_free          spawn() of a task that completes at once, run through the
+//                               ready queue and freed (frame and spawn record: the frame pool's
+//                               allocation and free paths), per spawn
 //   resume/yield                yield(): through the ready queue and back, per yield (a loop
 //                               iteration per yield: the iteration's fixed cost)
 //   resume/yield_metrics_off    the same with runtime_options::metrics off (what the per-
@@ -64,6 +67,17 @@ void bm_resume_task(benchmark::State& state) {
     long sum = 0;
     for (auto _ : state) sum += co_await ready_value(1);
     benchmark::DoNotOptimize(sum);
+  }());
+}
+
+task<void> nothing() { co_return; }
+
+void bm_spawn(benchmark::State& state) {
+  run([&]() -> task<void> {
+    for (auto _ : state) {
+      spawn(nothing());
+      co_await yield();  // the spawned task runs (and its frame is freed) before this resumes
+    }
   }());
 }
 
@@ -295,6 +309,7 @@ void bm_eventfd_ping_pong(benchmark::State& state) {
 
 void register_all() {
   benchmark::RegisterBenchmark("resume/task", bm_resume_task);
+  benchmark::RegisterBenchmark("spawn/run_and_free", bm_spawn);
   benchmark::RegisterBenchmark("resume/yield", bm_resume_yield, true);
   benchmark::RegisterBenchmark("resume/yield_metrics_off", bm_resume_yield, false);
   for (timer_kind k : kinds)

@@ -8,6 +8,8 @@
 #include <system_error>
 #include <utility>
 
+#include <cogwheel/runtime/detail/frame_pool.hpp>
+
 #include "cycle_clock.hpp"
 #include "loop_registry.hpp"
 
@@ -225,6 +227,10 @@ void event_loop::wait_and_reap() {
   const bool nudged = std::exchange(nudged_, false);
   if (ready_.empty() && deferred_.empty() && !stop_requested_ && !nudged) ns = time_.wait_ns();
   if (ns != 0) {
+    // About to sleep: the frame pool may give memory back now, and may ask to be called again
+    // in a while (a chunk not empty long enough yet) to give back the rest.
+    const std::int64_t pool_ns = frame_pool_idle();
+    if (pool_ns >= 0 && (ns < 0 || pool_ns < ns)) ns = pool_ns;
     // About to sleep: say so before the last look at the inbox (a sender posts, then looks at
     // sleeping_; all four accesses seq_cst, so one side sees the other's write: either the
     // message is found here, or its sender writes the eventfd).

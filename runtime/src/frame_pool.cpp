@@ -3,8 +3,10 @@
 #include <cogwheel/runtime/detail/frame_pool.hpp>
 
 #include <sys/mman.h>
+#include <time.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -44,21 +46,80 @@ struct free_block {
 
 class frame_pool;
 
+// A chunk's first bytes. The owner is written once and read by every thread that frees one of
+// the chunk's blocks; the counts are the owning thread's alone and sit on the next cache line,
+// so that remote frees reading the owner do not bounce the line the owner writes on each
+// allocation and free.
 struct chunk {
   frame_pool* owner;
+  char pad_[56];
+  // Blocks handed out and not yet back on a free list (a block on the remote stack still
+  // counts: it is taken back, and counted down, by the owning thread).
+  std::uint32_t live;
+  // The pool's epoch when live last fell to 0 (see frame_pool::idle).
+  std::uint32_t empty_epoch;
+};
+static_assert(sizeof(chunk) <= chunk_header);
+static_assert(offsetof(chunk, live) == 64);
+
+chunk* chunk_of(const void* p) noexcept {
+  return reinterpret_cast<chunk*>(reinterpret_cast<std::uintptr_t>(p) & ~(chunk_bytes - 1));
+}
+
+// A growable array of chunk addresses, from malloc: the pool's bookkeeping is no frame (see
+// adopt_or_create) and is used only off the hot paths.
+struct chunk_list {
+  chunk** at = nullptr;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+  void reserve_one() {
+    if (size == capacity) {
+      const std::size_t n = capacity == 0 ? 16 : 2 * capacity;
+      void* grown = std::realloc(at, n * sizeof(chunk*));
+      if (grown == nullptr) throw std::bad_alloc();
+      at = static_cast<chunk**>(grown);
+      capacity = n;
+    }
+  }
+  void push(chunk* c) noexcept { at[size++] = c; }  // after reserve_one
 };
 
+// Giving memory back (decay). Invariants:
+//  - The hot paths keep each chunk's live count (one increment or decrement of a line the
+//    owning thread already has) and nothing else, but for a free that empties its chunk: that
+//    one stamps the chunk with the epoch and sets pending_. pending_ is false only when no chunk
+//    in use is empty (it is cleared by a scan that found none).
+//  - Time is cut into epochs of at least decay_ns, advanced only by idle(), which the event
+//    loop calls when it is about to sleep (frame_pool_idle) while pending_ is set; each advance
+//    scans the chunks in use (O(chunks), a few hundred at most for a million frames). A chunk
+//    is released only when it has been empty since an epoch before the previous one, that is
+//    for at least one whole epoch (decay_ns) without a single allocation from it: a steady
+//    state that keeps reusing its blocks never releases them, so it never pays madvise nor the
+//    page faults of refilling a released chunk. A busy loop that never sleeps never releases
+//    (it is not idle); a thread that exits releases its empty chunks at once.
+//  - Releasing a chunk takes its blocks off the free lists (one walk of every free list:
+//    O(free blocks), paid at most once per epoch and only when something is released, at a
+//    moment the loop had nothing else to do; no walk when every chunk goes, as at thread
+//    exit), drops the runs and the carving point that lie in it, then madvise(MADV_DONTNEED)s
+//    the whole 2 MiB: the huge page is dropped whole (never split), and Rss falls at once.
+//    The address range stays mapped, on spare_, and is the next chunk carved (reading zeros:
+//    its header is written anew).
+//  - Only whole chunks are released, never pages inside a chunk in use: with transparent huge
+//    pages a chunk is one page, and giving back part of it would split it into 4 KiB pages,
+//    losing the TLB reach the pool exists for (see the header).
 class frame_pool {
  public:
   void* allocate(std::size_t c) {
     if (free_block* b = free_[c]) {
       free_[c] = b->next;
+      count_allocated(b);
       return b;
     }
     if (remote_.load(std::memory_order_relaxed) != nullptr) {
       take_remote();
       if (free_block* b = free_[c]) {
         free_[c] = b->next;
+        count_allocated(b);
         return b;
       }
     }
@@ -76,6 +137,7 @@ class frame_pool {
     }
     void* p = r.next;
     r.next += bytes;
+    count_allocated(p);
     return p;
   }
   // A block of this pool, freed by the thread that uses it.
@@ -83,6 +145,11 @@ class frame_pool {
     auto* b = static_cast<free_block*>(p);
     b->next = free_[c];
     free_[c] = b;
+    chunk* h = chunk_of(p);
+    if (--h->live == 0) [[unlikely]] {
+      h->empty_epoch = epoch_;
+      pending_ = true;
+    }
   }
   // A block of this pool, freed by any other thread.
   void free_remote(void* p, std::size_t c) noexcept {
@@ -93,9 +160,35 @@ class frame_pool {
     }
   }
 
+  // The owning thread is about to sleep: takes the remote stack back and, once an
+  // epoch has passed, releases what has been empty for a whole one. Returns how long the thread
+  // may sleep before calling again (ns), or -1 when nothing waits to be released.
+  template <class Clock>
+  std::int64_t idle(Clock now) noexcept {
+    if (remote_.load(std::memory_order_relaxed) != nullptr) take_remote();
+    if (!pending_) return -1;
+    const std::int64_t now_ns = now();  // read only when something may be released
+    if (now_ns < next_tick_) return next_tick_ - now_ns;
+    ++epoch_;
+    next_tick_ = now_ns + decay_ns;
+    release_if([this](const chunk* h) { return epoch_ - h->empty_epoch >= 2; });
+    return pending_ ? decay_ns : -1;
+  }
+  // Releases every empty chunk now, whatever its age.
+  void release_empty() noexcept {
+    if (remote_.load(std::memory_order_relaxed) != nullptr) take_remote();
+    if (pending_) release_if([](const chunk*) { return true; });
+  }
+
   frame_pool* next_orphan = nullptr;  // on the list of pools whose thread exited
 
+  // How long a chunk stays empty before it is given back (at least; at most twice this).
+  static constexpr std::int64_t decay_ns = 200'000'000;
+
  private:
+  void count_allocated(void* p) noexcept {
+    ++chunk_of(p)->live;
+  }
   void take_remote() noexcept {
     free_block* b = remote_.exchange(nullptr, std::memory_order_acquire);
     while (b != nullptr) {
@@ -105,21 +198,94 @@ class frame_pool {
     }
   }
   void new_chunk() {
-    // Twice the size, trimmed to a 2 MiB-aligned chunk: a block's chunk is its address rounded
-    // down. The tail of the current chunk (less than one block) is left unused.
-    void* raw = ::mmap(nullptr, 2 * chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) throw std::bad_alloc();
-    const auto start = reinterpret_cast<std::uintptr_t>(raw);
-    const std::uintptr_t aligned = (start + chunk_bytes - 1) & ~(chunk_bytes - 1);
-    if (aligned > start) ::munmap(raw, aligned - start);
-    const std::uintptr_t tail = aligned + chunk_bytes;
-    if (start + 2 * chunk_bytes > tail) ::munmap(reinterpret_cast<void*>(tail), start + 2 * chunk_bytes - tail);
-    auto* mem = reinterpret_cast<char*>(aligned);
-    // A hint: where transparent huge pages are off, the chunk is ordinary memory.
-    ::madvise(mem, chunk_bytes, MADV_HUGEPAGE);
-    reinterpret_cast<chunk*>(mem)->owner = this;
+    chunks_.reserve_one();  // before the chunk is taken: nothing to hand back if this throws
+    char* mem = nullptr;
+    if (spare_.size != 0) {
+      mem = reinterpret_cast<char*>(spare_.at[--spare_.size]);
+    } else {
+      // Twice the size, trimmed to a 2 MiB-aligned chunk: a block's chunk is its address rounded
+      // down. The tail of the current chunk (less than one block) is left unused.
+      void* raw = ::mmap(nullptr, 2 * chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (raw == MAP_FAILED) throw std::bad_alloc();
+      const auto start = reinterpret_cast<std::uintptr_t>(raw);
+      const std::uintptr_t aligned = (start + chunk_bytes - 1) & ~(chunk_bytes - 1);
+      if (aligned > start) ::munmap(raw, aligned - start);
+      const std::uintptr_t tail = aligned + chunk_bytes;
+      if (start + 2 * chunk_bytes > tail) ::munmap(reinterpret_cast<void*>(tail), start + 2 * chunk_bytes - tail);
+      mem = reinterpret_cast<char*>(aligned);
+      // A hint: where transparent huge pages are off, the chunk is ordinary memory.
+      ::madvise(mem, chunk_bytes, MADV_HUGEPAGE);
+    }
+    chunks_.push(reinterpret_cast<chunk*>(mem));  // has room: reserved above
+    auto* h = reinterpret_cast<chunk*>(mem);
+    h->owner = this;
+    h->live = 0;  // the allocation that made it takes its first block at once
+    h->empty_epoch = epoch_;
     next_ = mem + chunk_header;
     end_ = mem + chunk_bytes;
+  }
+
+  // Releases the empty chunks that `due` accepts (see the invariants above).
+  template <class Due>
+  void release_if(Due due) noexcept {
+    // Marked by clearing their owner (nothing else reads it: no block of an empty chunk is
+    // held by anyone), then moved from chunks_ to spare_.
+    std::size_t marked = 0;
+    pending_ = false;
+    for (std::size_t i = 0; i < chunks_.size; ++i) {
+      chunk* h = chunks_.at[i];
+      if (h->live != 0) continue;
+      if (due(h)) {
+        h->owner = nullptr;
+        ++marked;
+      } else {
+        pending_ = true;  // empty, not for long enough yet
+      }
+    }
+    if (marked == 0) return;
+    // spare_ must take them all without allocating (release is noexcept): reserve first, and
+    // give up on this round if even that fails.
+    if (spare_.capacity - spare_.size < marked) {
+      std::size_t n = spare_.size + marked;
+      void* grown = std::realloc(spare_.at, n * sizeof(chunk*));
+      if (grown == nullptr) {
+        for (std::size_t i = 0; i < chunks_.size; ++i)
+          if (chunks_.at[i]->live == 0) chunks_.at[i]->owner = this;
+        pending_ = true;  // try again next time
+        return;
+      }
+      spare_.at = static_cast<chunk**>(grown);
+      spare_.capacity = n;
+    }
+    if (marked == chunks_.size) {
+      // Every chunk goes (a drained pool, a thread's exit): so does every free block, no walk.
+      for (free_block*& head : free_) head = nullptr;
+    }
+    for (free_block*& head : free_) {
+      free_block** link = &head;
+      while (free_block* b = *link) {
+        if (chunk_of(b)->owner == nullptr)
+          *link = b->next;
+        else
+          link = &b->next;
+      }
+    }
+    // A run's next, like the carving point's, may stand exactly at its chunk's end (a run used
+    // up, a chunk carved to the last byte): then it is no address in that chunk, and may be
+    // none mapped at all. end - 1 always is.
+    for (run& r : runs_)
+      if (r.end != nullptr && chunk_of(r.end - 1)->owner == nullptr) r = run{};
+    if (end_ != nullptr && chunk_of(end_ - 1)->owner == nullptr) next_ = end_ = nullptr;
+    for (std::size_t i = 0; i < chunks_.size;) {
+      chunk* h = chunks_.at[i];
+      if (h->owner != nullptr) {
+        ++i;
+        continue;
+      }
+      chunks_.at[i] = chunks_.at[--chunks_.size];
+      ::madvise(h, chunk_bytes, MADV_DONTNEED);
+      spare_.at[spare_.size++] = h;
+    }
   }
 
   // The uncarved part of a class's current run.
@@ -132,6 +298,11 @@ class frame_pool {
   run runs_[classes];
   char* next_ = nullptr;  // the current chunk's uncarved part (runs are cut from it)
   char* end_ = nullptr;
+  bool pending_ = false;  // some chunk in use may be empty (see the invariants above)
+  std::uint32_t epoch_ = 0;
+  std::int64_t next_tick_ = 0;  // when idle() may advance the epoch
+  chunk_list chunks_;           // in use: carved from
+  chunk_list spare_;            // released: mapped, zero, carved next
   std::atomic<free_block*> remote_{nullptr};
 };
 
@@ -161,6 +332,8 @@ struct thread_pool {
   frame_pool* pool = nullptr;
   ~thread_pool() {
     if (pool == nullptr) return;
+    // Nobody may adopt it soon: what is empty goes back to the kernel now.
+    pool->release_empty();
     std::lock_guard<std::mutex> lock(orphans_mutex);
     pool->next_orphan = orphans;
     orphans = pool;
@@ -196,10 +369,26 @@ void free_frame(void* p, std::size_t n) noexcept {
     return;
   }
   frame_pool* owner = reinterpret_cast<chunk*>(reinterpret_cast<std::uintptr_t>(p) & ~(chunk_bytes - 1))->owner;
-  if (owner == this_thread.pool)
+  if (owner == this_thread.pool) [[likely]]
     owner->free_local(p, size_class(n));
   else
     owner->free_remote(p, size_class(n));
+}
+
+std::int64_t frame_pool_idle() noexcept {
+  frame_pool* pool = this_thread.pool;
+  if (pool == nullptr) return -1;
+  return pool->idle([] {
+    // Coarse (the kernel's tick, a few ms) is fine for a decay of 200 ms, and costs little more
+    // than reading a variable.
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return std::int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+  });
+}
+
+void release_free_frames() noexcept {
+  if (frame_pool* pool = this_thread.pool) pool->release_empty();
 }
 
 }  // namespace cogwheel::detail

@@ -16,22 +16,10 @@
 #include <cogwheel/runtime/runtime.hpp>
 #include <cogwheel/runtime/task.hpp>
 
+#include "frame_pool_support.hpp"
+
 namespace cogwheel::detail {
 namespace {
-
-// The pools are off in AddressSanitizer builds and with COGWHEEL_FRAME_POOL=0: there frames
-// come from ::operator new and reuse is the allocator's business.
-bool pools_on() {
-#if defined(__SANITIZE_ADDRESS__)
-  return false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  return false;
-#endif
-#endif
-  const char* v = std::getenv("COGWHEEL_FRAME_POOL");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
 
 TEST(frame_pool, a_block_freed_on_its_thread_is_reused_there) {
   if (!pools_on()) GTEST_SKIP() << "frame pools are off in this build or environment";
