@@ -32,8 +32,17 @@ if command -v ccache >/dev/null; then
 fi
 fuzz_seconds=${COGWHEEL_FUZZ_SECONDS:-60}
 started=$SECONDS
-# Each stage's header says how long CI has run so far (CI has a 30-minute budget).
-stage() { echo; echo "== [$((SECONDS - started)) s] $*"; }
+# Each stage's header says how long CI has run so far (CI has a 30-minute budget) and the CPU
+# time it has used (user + system, of every command waited for): on a shared machine the CPU
+# time of a stage is the steadier measure of its cost.
+cpu_file=$(mktemp)
+trap 'rm -f "$cpu_file"' EXIT
+# `times >"$cpu_file"` first, in this shell (a subshell's `times` does not count this one's
+# children), then $(cpu_seconds).
+cpu_seconds() {
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$cpu_file"
+}
+stage() { times >"$cpu_file"; echo; echo "== [$((SECONDS - started)) s, $(cpu_seconds) s CPU] $*"; }
 # ctest with its output kept, then one line: how many tests ran, passed and were skipped (a
 # skipped test exits 77: a missing kernel feature or server, never counted as passed).
 ctest_counted() {
@@ -125,5 +134,6 @@ if [ ${#cmake_launcher[@]} -gt 0 ]; then
   ccache --show-log-stats 2>/dev/null | grep -E 'Hits|Misses|Cacheable' || true
 fi
 
+times >"$cpu_file"
 echo
-echo "== [$((SECONDS - started)) s] all stages passed"
+echo "== [$((SECONDS - started)) s, $(cpu_seconds) s CPU] all stages passed"
