@@ -17,10 +17,32 @@ cd "$(dirname "$0")/.."
 source tests/deps.sh
 
 jobs=$(nproc)
+# ccache (tests/deps.sh installs it): Meson uses it on its own when it is on PATH; the CMake
+# builds get it as their compiler launcher. Paths under the checkout are hashed relative to
+# it, so a fresh clone anywhere reuses what an earlier run compiled; within one run, the
+# install routes' Release builds of the libraries are hits of the Release stage's (the same
+# flags: tests/install_check.sh). Without ccache everything still builds, only slower.
+cmake_launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=$PWD
+  # What this run's compiles found in the cache, printed at the end (ccache --show-log-stats).
+  export CCACHE_STATSLOG=$PWD/build/ci-ccache-stats.log
+  mkdir -p build && rm -f "$CCACHE_STATSLOG"
+  cmake_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 fuzz_seconds=${COGWHEEL_FUZZ_SECONDS:-60}
 started=$SECONDS
-# Each stage's header says how long CI has run so far (CI has a 30-minute budget).
-stage() { echo; echo "== [$((SECONDS - started)) s] $*"; }
+# Each stage's header says how long CI has run so far (CI has a 30-minute budget) and the CPU
+# time it has used (user + system, of every command waited for): on a shared machine the CPU
+# time of a stage is the steadier measure of its cost.
+cpu_file=$(mktemp)
+trap 'rm -f "$cpu_file"' EXIT
+# `times >"$cpu_file"` first, in this shell (a subshell's `times` does not count this one's
+# children), then $(cpu_seconds).
+cpu_seconds() {
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$cpu_file"
+}
+stage() { times >"$cpu_file"; echo; echo "== [$((SECONDS - started)) s, $(cpu_seconds) s CPU] $*"; }
 # ctest with its output kept, then one line: how many tests ran, passed and were skipped (a
 # skipped test exits 77: a missing kernel feature or server, never counted as passed).
 ctest_counted() {
@@ -39,7 +61,8 @@ ctest_counted() {
 }
 
 stage "cmake release (g++)"
-cmake -S . -B build/ci-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOGWHEEL_WERROR=ON >/dev/null
+cmake -S . -B build/ci-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOGWHEEL_WERROR=ON \
+  "${cmake_launcher[@]}" >/dev/null
 cmake --build build/ci-release -j "$jobs"
 (cd build/ci-release && ctest_counted --output-on-failure -j "$jobs")
 
@@ -72,7 +95,7 @@ stage "meson debug (clang-16) + address,undefined sanitizers, epoll backend"
 
 stage "cmake debug + thread sanitizer (multicore tests)"
 cmake -S . -B build/ci-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 \
-  -DCOGWHEEL_SANITIZE=thread -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON >/dev/null
+  -DCOGWHEEL_SANITIZE=thread -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON "${cmake_launcher[@]}" >/dev/null
 # Only what runs there: the tests labelled multicore (each test is named as its target), so
 # a test given the label is built here without this list being edited.
 mapfile -t tsan_targets < <(cd build/ci-tsan && ctest -N -L multicore | sed -n 's/^ *Test *#[0-9]*: //p')
@@ -84,7 +107,8 @@ cmake --build build/ci-tsan -j "$jobs" --target "${tsan_targets[@]}"
 if [ -d tests/fuzz ]; then
   stage "libFuzzer differential check (clang-16, ${fuzz_seconds}s)"
   cmake -S . -B build/ci-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER=clang++-16 -DCOGWHEEL_FUZZ=ON -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON >/dev/null
+    -DCMAKE_CXX_COMPILER=clang++-16 -DCOGWHEEL_FUZZ=ON -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON \
+    "${cmake_launcher[@]}" >/dev/null
   cmake --build build/ci-fuzz -j "$jobs" --target timer_fuzz
   mkdir -p build/ci-fuzz/corpus
   build/ci-fuzz/tests/fuzz/timer_fuzz -max_total_time="$fuzz_seconds" -print_final_stats=1 \
@@ -104,5 +128,12 @@ bash tests/api_docs.sh build/ci-docs-all
 stage "API reference (Doxygen, warnings as errors) for the documented headers"
 bash tests/api_docs.sh --check build/ci-docs "${api_documented[@]}"
 
+if [ ${#cmake_launcher[@]} -gt 0 ]; then
+  echo
+  echo "== ccache, this run's compiles:"
+  ccache --show-log-stats 2>/dev/null | grep -E 'Hits|Misses|Cacheable' || true
+fi
+
+times >"$cpu_file"
 echo
-echo "== [$((SECONDS - started)) s] all stages passed"
+echo "== [$((SECONDS - started)) s, $(cpu_seconds) s CPU] all stages passed"

@@ -3,6 +3,8 @@
 # Sourced by tests/ci.sh and examples/demo.sh; safe to run again (a no-op when all are there).
 cogwheel_deps=(g++ cmake ninja-build meson pkg-config liburing-dev libgtest-dev libgmock-dev
                libbenchmark-dev clang-16 libclang-rt-16-dev)
+# ccache: tests/ci.sh compiles through it (each stage's libraries and tests, again in later runs).
+cogwheel_deps+=(ccache)
 # The API reference (cmake --build build --target docs, and its CI stage).
 cogwheel_deps+=(doxygen)
 # The peers of bench/peers/: optional for a build (skipped when absent), installed here so that

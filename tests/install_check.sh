@@ -14,8 +14,9 @@
 # 3 found): route 1c builds without it (COGWHEEL_TLS=OFF) and checks that nothing installed
 # then names cogwheel::tls or cogwheel-tls, and redis_consumer checks which it got.
 # Also checks that only libraries, headers and package files are installed, and that a
-# subproject builds no tests, examples or benchmarks. Build trees of cogwheel itself go under
-# build/install-*, everything else under one mktemp directory, removed at exit.
+# subproject builds no tests, examples or benchmarks. Build trees that compile cogwheel (those
+# of routes 3 and 4 included) go under build/install-*, the prefixes and the consumers' builds
+# under one mktemp directory, removed at exit.
 # Non-interactive; prints each check; exits non-zero on the first failure. A consumer exiting
 # 77 (no io_uring in this kernel or sandbox) is reported as built but not run.
 set -euo pipefail
@@ -23,6 +24,15 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 
 jobs=$(nproc)
+# The CMake routes build the libraries with the flags of CI's Release build (tests/ci.sh:
+# Release, warnings as errors) and through ccache when it is there, so that in CI they are
+# cache hits of that build rather than three more compiles of the same files. (Meson's routes
+# use ccache by themselves.) Paths under the checkout are hashed relative to it.
+cmake_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCOGWHEEL_WERROR=ON)
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo}
+  cmake_flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cogwheel-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 check() { echo; echo "== $*"; }
@@ -100,7 +110,7 @@ check_tls_pkgconfig() {
 }
 
 check "1. cmake --install, find_package(cogwheel) from a consumer project"
-cmake -S . -B build/install-cmake -G Ninja -DCMAKE_BUILD_TYPE=Release \
+cmake -S . -B build/install-cmake "${cmake_flags[@]}" \
   -DCMAKE_INSTALL_PREFIX="$tmp/cmake-prefix" \
   -DCOGWHEEL_BUILD_TESTS=OFF -DCOGWHEEL_BUILD_EXAMPLES=OFF -DCOGWHEEL_BENCH=OFF >/dev/null
 cmake --build build/install-cmake -j "$jobs" >/dev/null
@@ -143,7 +153,7 @@ fi
 pkgconfig_consumers "$tmp/elsewhere" "$tmp/consumer-elsewhere"
 
 check "1c. without OpenSSL (COGWHEEL_TLS=OFF): the Redis client installs and links without cogwheel::tls"
-cmake -S . -B build/install-notls -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOGWHEEL_TLS=OFF \
+cmake -S . -B build/install-notls "${cmake_flags[@]}" -DCOGWHEEL_TLS=OFF \
   -DCMAKE_INSTALL_PREFIX="$tmp/notls-prefix" \
   -DCOGWHEEL_BUILD_TESTS=OFF -DCOGWHEEL_BUILD_EXAMPLES=OFF -DCOGWHEEL_BENCH=OFF >/dev/null
 cmake --build build/install-notls -j "$jobs" >/dev/null
@@ -182,16 +192,19 @@ mv "$tmp/meson-prefix" "$tmp/meson-moved"
 pkgconfig_consumers "$tmp/meson-moved" "$tmp/consumer-pkgconfig"
 
 check "3. Meson parent project, cogwheel as a subproject"
-parent=$tmp/meson-parent
+# Under build/ (not the temporary directory), so that a later run's compiles are ccache hits.
+rm -rf build/install-meson-parent
+parent=$repo/build/install-meson-parent/src
+parent_build=build/install-meson-parent/build
 mkdir -p "$parent/subprojects/cogwheel"
 cp tests/install/meson-subproject/meson.build tests/install/consumer.cpp tests/install/redis_consumer.cpp "$parent/"
 # The tracked files as they are in the working tree: what a checkout would give.
 git ls-files -z | while IFS= read -r -d '' f; do
   [ -e "$f" ] && printf '%s\0' "$f"
 done | xargs -0 cp --parents -t "$parent/subprojects/cogwheel"
-meson setup "$tmp/meson-parent-build" "$parent" --force-fallback-for=cogwheel,cogwheel-redis >/dev/null
-meson compile -C "$tmp/meson-parent-build" -j "$jobs" >/dev/null
-targets=$(meson introspect "$tmp/meson-parent-build" --targets |
+meson setup "$parent_build" "$parent" --force-fallback-for=cogwheel,cogwheel-redis >/dev/null
+meson compile -C "$parent_build" -j "$jobs" >/dev/null
+targets=$(meson introspect "$parent_build" --targets |
   python3 -c 'import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
 echo "targets: $targets"
 # cogwheel_redis joins them (a library, not a program), and so does the Redis client's consumer.
@@ -202,19 +215,21 @@ fi
 targets=$(echo "$targets" | sed 's/ cogwheel_redis//; s/ redis_consumer//; s/ cogwheel_tls//')
 [ "$targets" = "cogwheel_io cogwheel_runtime cogwheel_timer consumer consumer_get_variable" ] \
   || fail "the subproject built more than its libraries"
-run_consumer "$tmp/meson-parent-build/consumer"
-run_consumer "$tmp/meson-parent-build/consumer_get_variable"
-if $with_redis; then run_consumer "$tmp/meson-parent-build/redis_consumer"; fi
+run_consumer "$parent_build/consumer"
+run_consumer "$parent_build/consumer_get_variable"
+if $with_redis; then run_consumer "$parent_build/redis_consumer"; fi
 
 check "4. CMake parent project, add_subdirectory(cogwheel)"
-cmake -S tests/install/cmake -B "$tmp/consumer-subdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCOGWHEEL_SOURCE_DIR="$repo" >/dev/null
-for t in $(ninja -C "$tmp/consumer-subdir" -t targets all | sed -n 's/^\(.*\): CXX_EXECUTABLE_LINKER.*/\1/p'); do
+# Under build/ like the other builds of cogwheel itself: its compiles are cache hits too.
+subdir=build/install-subdir
+rm -rf "$subdir"
+cmake -S tests/install/cmake -B "$subdir" "${cmake_flags[@]}" -DCOGWHEEL_SOURCE_DIR="$repo" >/dev/null
+for t in $(ninja -C "$subdir" -t targets all | sed -n 's/^\(.*\): CXX_EXECUTABLE_LINKER.*/\1/p'); do
   [ "$t" = consumer ] || [ "$t" = redis_consumer ] || fail "the add_subdirectory build defines executable $t"
 done
-cmake --build "$tmp/consumer-subdir" -j "$jobs" >/dev/null
-run_consumer "$tmp/consumer-subdir/consumer"
-if $with_redis; then run_consumer "$tmp/consumer-subdir/redis_consumer"; fi
+cmake --build "$subdir" -j "$jobs" >/dev/null
+run_consumer "$subdir/consumer"
+if $with_redis; then run_consumer "$subdir/redis_consumer"; fi
 
 echo
 echo "== all install checks passed"
