@@ -254,8 +254,12 @@ class timer_wheel {
     constexpr auto max = std::numeric_limits<clock::rep>::max();
     const auto d = static_cast<std::uint64_t>(scale_.tick().count());
     if (t == 0) return std::numeric_limits<clock::rep>::min();
-    if (t > static_cast<std::uint64_t>(max) / d) return max;
-    return static_cast<clock::rep>(t * d);
+    // t * d > max exactly when t > max / d; a multiply with an overflow flag instead of that
+    // division (a 64-bit divide, tens of cycles, paid by every advance() that leaves the O(1)
+    // path: a tenth of the time per timer of a small wheel expiring one timer at a time).
+    std::uint64_t product;
+    if (__builtin_mul_overflow(t, d, &product) || product > static_cast<std::uint64_t>(max)) return max;
+    return static_cast<clock::rep>(product);
   }
   // A staged deadline t below min_staged_: the advance() that reaches it must file the staged
   // nodes, so fast_before_ comes down to t's first instant. (Taken once per new least staged
