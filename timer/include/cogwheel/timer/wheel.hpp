@@ -413,6 +413,14 @@ class timer_wheel {
   // With `known`, the next slot to come due is *known (advance_to() has just found it).
   void update_next_work(const std::optional<expiration>* known = nullptr) noexcept;
 
+  // The two fields the O(1) path of advance() reads and writes, first in the object (an event
+  // loop calls it every iteration):
+  // The lesser of fast_limit_ and min_staged_'s first instant: advance() with a time below it has
+  // nothing to do (no slot comes due, no staged deadline is reached: staged nodes wait for the
+  // advance that reaches the earliest of them, or for the staging area to fill).
+  clock::rep fast_before_ = std::numeric_limits<clock::rep>::min();
+  // The latest time an advance() that took the O(1) path was given (see current_tick()).
+  clock::rep latest_ = std::numeric_limits<clock::rep>::min();
   tick_scale scale_;
   tick_t elapsed_;
   std::size_t size_ = 0;
@@ -437,12 +445,6 @@ class timer_wheel {
   // the minimum when next_work_ is 0): now_tick(t) < next_work_ exactly when t's count is below
   // it, so while nothing is staged advance() compares with it, without dividing by the tick.
   clock::rep fast_limit_ = std::numeric_limits<clock::rep>::min();
-  // The lesser of fast_limit_ and min_staged_'s first instant: advance() with a time below it has
-  // nothing to do (no slot comes due, no staged deadline is reached: staged nodes wait for the
-  // advance that reaches the earliest of them, or for the staging area to fill).
-  clock::rep fast_before_ = std::numeric_limits<clock::rep>::min();
-  // The latest time an advance() that took the O(1) path was given (see current_tick()).
-  clock::rep latest_ = std::numeric_limits<clock::rep>::min();
   std::array<visit_state, detail::level_count> visits_{};
   tick_t next_visit_ = 0;  // no visit step is due before this tick (the least next_tick)
   // What next_expiration() last returned (its tick; ~0 for none), while next_due_known_: a bound,
