@@ -1,0 +1,89 @@
+// Where the wheel's slots live and when they come due: wheel-only behaviours (the named edge
+// behaviours shared with the heap are in behaviour_test.cpp). docs/timer.md.
+#include <cogwheel/timer/ticks.hpp>
+#include <cogwheel/timer/wheel.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "probe.hpp"
+
+namespace {
+
+using namespace cogwheel::timer;
+using namespace std::chrono_literals;
+using cogwheel::timer_test::probe;
+
+constexpr clock::time_point t0{1000h};  // a typical steady_clock reading: days after boot
+
+// The wheel's memory follows its timers: a slot holds an array sized to its entries, and a
+// level's slot headers exist once a timer was filed there (issue 27 item 3). Before, every slot
+// header was in the wheel (32.7 KB) and every occupied slot held a 2 KiB block: ~180 bytes per
+// timer here.
+TEST(timer_wheel_memory, a_thousand_timers_over_a_minute_cost_under_64_bytes_each) {
+  timer_wheel wheel(1ms, t0);
+  EXPECT_LT(wheel.memory_bytes(), 8192u);
+  std::vector<std::unique_ptr<probe>> probes;
+  for (int i = 1; i <= 1000; ++i) {
+    probes.push_back(std::make_unique<probe>());
+    wheel.schedule(*probes.back(), t0 + i * 60ms);
+  }
+  wheel.advance(t0 + 1ms);  // files the staged timers
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_LT(wheel.memory_bytes() / 1000, 64u);
+  std::size_t fired = 0;
+  for (auto now = t0; fired < 1000; now += 1ms) fired += wheel.advance(now);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+}
+
+// A slot comes due at the least deadline filed into it, not at its first tick: a lone timer a
+// minute ahead (level 2) fires from where it was filed, and a loop that sleeps until
+// next_deadline() wakes once for it. Before, the wheel reported each slot start on the way down
+// (4,096 ms slots, then 64 ms slots) and moved the timer twice: three wake-ups for one timer.
+TEST(timer_wheel_due, a_lone_timer_a_minute_ahead_wakes_its_loop_once_and_never_moves) {
+  timer_wheel wheel(1ms, t0);
+  probe p;
+  const auto deadline = t0 + 59'999ms;
+  wheel.schedule(p, deadline);
+  wheel.advance(t0);  // files the staged timer
+  int wake_ups = 0;
+  for (auto at = wheel.next_deadline(); at && p.fired == 0; at = wheel.next_deadline()) {
+    ++wake_ups;
+    EXPECT_EQ(*at, deadline);
+    wheel.advance(*at);
+    EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  }
+  EXPECT_EQ(p.fired, 1);
+  EXPECT_EQ(wake_ups, 1);
+  EXPECT_EQ(wheel.moved(), 0u);
+}
+
+// The level's own slot may hold timers while the wheel's time is inside its span: here a slot of
+// level 1 that came due at 100 ms fires one timer and keeps none, and one filed into the same
+// 64 ms span later goes to level 0. A cancelled earliest timer leaves the slot's due tick early
+// (a bound, never late).
+TEST(timer_wheel_due, a_cancelled_earliest_timer_makes_its_slot_come_due_early_never_late) {
+  timer_wheel wheel(1ms, t0);
+  probe early, late, later;
+  wheel.schedule(early, t0 + 100ms);
+  wheel.schedule(late, t0 + 120ms);
+  wheel.advance(t0);
+  EXPECT_EQ(wheel.next_deadline(), t0 + 100ms);
+  EXPECT_TRUE(wheel.cancel(early));
+  EXPECT_EQ(wheel.next_deadline(), t0 + 100ms);  // the bound stays
+  EXPECT_EQ(wheel.advance(t0 + 100ms), 0u);      // comes due, fires nothing, moves `late` down
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_EQ(wheel.next_deadline(), t0 + 120ms);
+  wheel.schedule(later, t0 + 125ms);
+  EXPECT_EQ(wheel.advance(t0 + 120ms), 1u);
+  EXPECT_EQ(late.fired, 1);
+  EXPECT_EQ(wheel.next_deadline(), t0 + 125ms);
+  EXPECT_EQ(wheel.advance(t0 + 125ms), 1u);
+  EXPECT_EQ(later.fired, 1);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+}
+
+}  // namespace
