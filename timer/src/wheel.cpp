@@ -65,8 +65,8 @@ inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() con
   // does, so the timer fires from where it was filed instead of moving down a level per slot
   // start (and a loop sleeping until next_deadline() wakes once for it, not once per level).
   // A level's own slot may therefore be occupied while elapsed_ lies inside its span. Across
-  // levels the earliest due wins; a level whose next slot starts at or after the best due found
-  // cannot beat it (its due is at or after its start). Level 0's slots come due at their one
+  // levels the earliest due wins; a level whose next slot starts after the best due found cannot
+  // beat it (its due is at or after its start). Level 0's slots come due at their one
   // tick. On a tie a higher level wins: of two timers due in one tick, the one on the higher
   // level was filed first (it was further ahead then).
   tick_t best = ~tick_t{0};
