@@ -7,6 +7,7 @@
 
 #include <sched.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include <cogwheel/runtime/continuation.hpp>
+#include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/spawn.hpp>
 #include <cogwheel/runtime/stop.hpp>
@@ -416,6 +418,43 @@ TEST(runtime, main_task_exception_stops_the_other_cores) {
     EXPECT_STREQ(e.what(), "core 1 failed");
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+
+// Socket identities (io_request::socket) are taken whenever a socket is opened, accepted or
+// connected, on every core: never 0, never reused, and without a write to a line the cores share
+// per socket. So each thread takes them from a block of its own: two threads taking identities
+// at once each see an unbroken run, where a shared counter would interleave them.
+TEST(socket_identity, threads_taking_identities_at_once_get_distinct_unbroken_runs) {
+  constexpr int threads = 2;
+  constexpr std::size_t per_thread = 2'000;
+  std::array<std::vector<std::uint64_t>, threads> got;
+  std::atomic<int> ready{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([t, &got, &ready] {
+      got[t].reserve(per_thread);
+      ready.fetch_add(1);
+      while (ready.load() < threads) {
+      }
+      for (std::size_t i = 0; i < per_thread; ++i) {
+        got[t].push_back(detail::new_socket_identity());
+        if (i % 64 == 0) std::this_thread::yield();  // lets the other thread in, one core or two
+      }
+    });
+  for (auto& th : pool) th.join();
+  std::set<std::uint64_t> all;
+  for (int t = 0; t < threads; ++t) {
+    std::size_t breaks = 0;
+    for (std::size_t i = 0; i < per_thread; ++i) {
+      EXPECT_NE(got[t][i], 0u);
+      all.insert(got[t][i]);
+      if (i > 0 && got[t][i] != got[t][i - 1] + 1) ++breaks;
+    }
+    // A run breaks only where a thread's block ends (thousands of identities each).
+    EXPECT_LE(breaks, 1u) << "thread " << t;
+  }
+  EXPECT_EQ(all.size(), threads * per_thread);
 }
 
 }  // namespace

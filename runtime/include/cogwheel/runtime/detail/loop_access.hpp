@@ -73,7 +73,8 @@ void cancel_async(event_loop& loop, io_completion& op);
 // Cancels op's operation and blocks until op's final completion has been dispatched to op
 // (`in_flight` false). For destructors of awaiters whose frame is going away.
 void cancel_and_wait(event_loop& loop, io_completion& op, bool& in_flight);
-// Any thread: a new socket's identity (io_request::socket), never 0 and never reused.
+// Any thread: a new socket's identity (io_request::socket), never 0 and never reused; taken
+// from a block of the calling thread's own (no shared write per socket).
 std::uint64_t new_socket_identity() noexcept;
 // Closes a descriptor (any thread).
 void close_descriptor(int fd) noexcept;
