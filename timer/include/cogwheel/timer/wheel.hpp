@@ -6,7 +6,8 @@
 /// Each level is a ring: a deadline sits at the lowest level where its slot is fewer than 64
 /// slots ahead of the wheel's own slot there (detail::ring_level), so a deadline 3 s ahead is
 /// always in a 64 ms slot, whether or not it crosses a 4,096 ms boundary. A slot comes due at
-/// its first tick, and its nodes move down a level (or fire, or, pushed later, move on).
+/// the earliest deadline filed into it (entry_slot::due; a cancel or a lazy push leaves that
+/// earlier, never later), and then its nodes fire, move down a level, or, pushed later, move on.
 ///
 /// Slots are arrays of node pointers rather than intrusive lists: a node knows its index, so
 /// cancel touches only the node and its own entry, never list neighbours, which at a million
