@@ -79,18 +79,19 @@ result<std::optional<parsed_reply>> reply_reader::next() {
     const char* end = buf_.data() + buf_.size();
     const auto* cr = static_cast<const char*>(std::memchr(line, '\r', static_cast<std::size_t>(end - line)));
     const bool numeric = type == '$' || type == '*' || type == ':';
-    if (cr == nullptr) {
-      if (numeric && static_cast<std::size_t>(end - line) > max_number_line) return fail(error::reply_too_large);
-      return std::optional<parsed_reply>();
-    }
+    // A numeric line longer than any number is refused by its length alone, before its end is
+    // looked at, so the outcome does not depend on how the bytes were cut into reads (a line of
+    // 40 zero-padded digits, or of 40 bytes then a CR without LF, is refused the same way
+    // whether its CR has arrived or not).
+    if (numeric && static_cast<std::size_t>((cr != nullptr ? cr : end) - line) > max_number_line)
+      return fail(error::reply_too_large);
+    if (cr == nullptr) return std::optional<parsed_reply>();
     if (cr + 1 == end) return std::optional<parsed_reply>();  // the '\n' is still to come
     if (cr[1] != '\n') return fail(error::protocol_error);
     const std::string_view text(line, static_cast<std::size_t>(cr - line));
     const std::size_t after_line = static_cast<std::size_t>(cr + 2 - buf_.data());
     long long n = 0;
-    if (numeric && !parse_number(text, n)) {
-      return fail(text.size() > max_number_line ? error::reply_too_large : error::protocol_error);
-    }
+    if (numeric && !parse_number(text, n)) return fail(error::protocol_error);
     reply item;
     switch (type) {
       case '+':
@@ -127,13 +128,14 @@ result<std::optional<parsed_reply>> reply_reader::next() {
         if (n == -1) break;
         const auto count = static_cast<unsigned long long>(n);
         if (count > max_elements_) return fail(error::reply_too_large);
+        // An array one level deeper than the open ones, empty or not, starts the skip.
+        if (skip_from_ == 0 && stack_.size() + 1 > max_depth_) skip_from_ = stack_.size() + 1;
         if (count == 0) {
           item = reply::make_array(std::vector<reply>());
           break;
         }
         if (!charge(sizeof(frame))) return fail(error::reply_too_large);
         frame f{{}, static_cast<std::size_t>(count)};
-        if (skip_from_ == 0 && stack_.size() + 1 > max_depth_) skip_from_ = stack_.size() + 1;
         // Room only for the elements that the bytes already here can hold; more as they come.
         if (skip_from_ == 0) f.elements.reserve(std::min<std::size_t>(f.remaining, buffered() / min_element_bytes));
         stack_.push_back(std::move(f));

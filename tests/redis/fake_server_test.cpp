@@ -282,6 +282,26 @@ TEST(redis_fake_server, a_reply_deeper_than_max_reply_depth_fails_only_its_comma
   EXPECT_EQ(out[2]->str(), "PONG");
 }
 
+// An empty array is a level of nesting like any other (found by tests/fuzz/resp_fuzz.cpp: the
+// reader counted only arrays that still had elements to come, so 16 arrays around an empty one
+// came back whole at a depth limit of 16).
+TEST(redis_fake_server, an_empty_array_past_max_reply_depth_is_too_deep_too) {
+  redis::client_options o;
+  o.max_reply_depth = 16;
+  auto out = outcomes_of({nested(16, "*0\r\n"), nested(15, "*0\r\n"), "+PONG\r\n"}, o);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].error(), redis::error::reply_too_deep);
+  ASSERT_TRUE(out[1].has_value());
+  const redis::reply* r = &*out[1];
+  for (int i = 0; i < 15; ++i) {
+    ASSERT_TRUE(r->is_array() && r->size() == 1u) << "level " << i;
+    r = &(*r)[0];
+  }
+  EXPECT_TRUE(r->is_array() && r->size() == 0u);
+  ASSERT_TRUE(out[2].has_value());
+  EXPECT_EQ(out[2]->str(), "PONG");
+}
+
 TEST(redis_fake_server, an_error_reply_on_accept_does_not_reset_the_reconnection_back_off) {
   run([&]() -> task<void> {
     fake_server f;
