@@ -109,14 +109,18 @@ if [ -d tests/fuzz ]; then
   cmake -S . -B build/ci-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER=clang++-16 -DCOGWHEEL_FUZZ=ON -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON \
     "${cmake_launcher[@]}" >/dev/null
-  cmake --build build/ci-fuzz -j "$jobs" --target timer_fuzz resp_fuzz
-  mkdir -p build/ci-fuzz/corpus build/ci-fuzz/resp-corpus
+  cmake --build build/ci-fuzz -j "$jobs" --target timer_fuzz resp_fuzz http_request_fuzz
+  mkdir -p build/ci-fuzz/corpus build/ci-fuzz/resp-corpus build/ci-fuzz/http-corpus
   build/ci-fuzz/tests/fuzz/timer_fuzz -max_total_time="$fuzz_seconds" -print_final_stats=1 \
     build/ci-fuzz/corpus 2>&1 | tail -n 15
   # The RESP parser: chunking must not change a parse, and no header may allocate what it
   # announces (-malloc_limit_mb: any single allocation past 64 MiB fails the run).
   build/ci-fuzz/tests/fuzz/resp_fuzz -max_total_time="$((fuzz_seconds / 2))" -malloc_limit_mb=64 \
     -print_final_stats=1 build/ci-fuzz/resp-corpus 2>&1 | tail -n 15
+  # The HTTP request parser: whole, byte by byte, in random reads and without the simple-head
+  # shortcut, every stream must parse the same (a request smuggled past one of them differs).
+  build/ci-fuzz/tests/fuzz/http_request_fuzz -max_total_time="$((fuzz_seconds / 2))" -malloc_limit_mb=64 \
+    -print_final_stats=1 build/ci-fuzz/http-corpus 2>&1 | tail -n 15
 fi
 
 stage "install routes (CMake package, pkg-config, Meson subproject)"

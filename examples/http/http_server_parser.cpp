@@ -83,7 +83,16 @@ request_parser::step request_parser::feed_parser(std::string_view data) noexcept
     http_parser_pause(&parser_, 0);
     const bool in_head = !in_body();  // then this run ends at the end of the head at the latest
     const bool trailing = in_trailers_;
-    const std::size_t n = http_parser_execute(&parser_, &settings(), data.data() + used, data.size() - used);
+    // A head (and a trailer section) is given to http_parser no further than one byte past
+    // max_header_bytes: past it the request is refused with 431 at that byte, so whatever
+    // follows (a byte http_parser would refuse, a callback's late verdict on a long field) can
+    // never turn it into a 400 in one read and leave it a 431 in another.
+    std::size_t len = data.size() - used;
+    if (in_head || trailing) {
+      const std::size_t so_far = trailing ? trailer_bytes_ : in_message_ ? head_bytes_ : 0;
+      len = std::min(len, limits_.max_header_bytes + 1 - so_far);
+    }
+    const std::size_t n = http_parser_execute(&parser_, &settings(), data.data() + used, len);
     used += n;
     const http_errno err = HTTP_PARSER_ERRNO(&parser_);
     const bool going = err == HPE_OK || err == HPE_PAUSED;
@@ -108,12 +117,19 @@ request_parser::step request_parser::feed_parser(std::string_view data) noexcept
       if (used == data.size()) return {event::need_more, used};  // a length of 0 would mean EOF
       continue;
     }
-    if (err == HPE_OK) return {event::need_more, used};
+    if (err == HPE_OK) {
+      if (used < data.size()) continue;  // stopped at the cut above, short of the limit
+      return {event::need_more, used};
+    }
     // Paused by on_headers_complete (the request goes on) or by on_message_complete.
     if (err == HPE_PAUSED) return {in_message_ ? event::head_done : event::message_done, used};
     if (status_ == 0) {
       if (err == HPE_HEADER_OVERFLOW) status_ = 431;
-      else if (err == HPE_INVALID_TRANSFER_ENCODING || bad_transfer_encoding_) status_ = 501;
+      // An unsupported Transfer-Encoding is 501 only in a head that parsed (on_headers_complete
+      // answers it): bad_transfer_encoding_ is judged when http_parser hands over the next
+      // header's first bytes, which it does before a malformed line only when the read ends
+      // there, so honouring it here made a malformed head 501 or 400 by how it was cut.
+      else if (err == HPE_INVALID_TRANSFER_ENCODING) status_ = 501;
       else status_ = 400;
     }
     return {event::failed, used};
