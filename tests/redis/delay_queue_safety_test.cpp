@@ -190,6 +190,49 @@ TEST_F(redis_delay_queue_safety, an_expired_claim_record_requeues_only_its_unack
   }());
 }
 
+// With ack_delay, a worker holds a record's acknowledgements until every job of the record has
+// ended (or the first waited 2 x ack_delay). "a" ends at once, its acknowledgement held while
+// "b" of the same record runs; meanwhile the record's lease expires (forced) and a claim takes
+// both again: the held acknowledgement must be refused by its token, and "a" runs again
+// (at-least-once). Before holding, "a" was acknowledged after ack_delay (1 s), before the
+// expiry at 1.4 s, and ran once.
+TEST_F(redis_delay_queue_safety, an_acknowledgement_held_for_its_record_is_refused_once_the_lease_expired) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    for (const char* id : {"a", "b"}) EXPECT_TRUE(*co_await q.schedule(id, id, wall_clock::now()));
+    std::map<std::string, std::vector<std::int64_t>> tokens;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      auto& mine = tokens[j.id];
+      mine.push_back(j.token);
+      if (j.id == "a" || mine.size() > 1) co_return result<void>();
+      for (int i = 0; i < 300 && tokens["a"].empty(); ++i) co_await sleep_for(5ms);
+      co_await sleep_for(1400ms);  // past ack_delay and the claim after it: "a" would be acknowledged
+      (void)co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
+      for (int i = 0; i < 300 && tokens["a"].size() < 2; ++i) co_await sleep_for(10ms);
+      co_return result<void>();  // refused with "a"'s held acknowledgement
+    };
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 800 && q.stats().acked + q.stats().lost_leases < 4; ++i) co_await sleep_for(10ms);
+      q.stop();
+    };
+    auto w = worker();
+    w.concurrency = 4;
+    w.ack_delay = 1s;  // a held acknowledgement may wait 2 s for its record: the expiry comes first
+    co_await when_all(q.run(handler, w), scenario());
+    EXPECT_EQ(tokens["a"].size(), 2u) << "runs of \"a\"";
+    CO_ASSERT_TRUE(tokens["a"].size() == 2u && tokens["b"].size() == 2u);
+    EXPECT_EQ(tokens["a"][0], tokens["b"][0]);  // one record
+    EXPECT_GT(tokens["a"][1], tokens["a"][0]);
+    EXPECT_EQ(q.stats().acked, 2u);        // the second runs
+    EXPECT_EQ(q.stats().lost_leases, 2u);  // the first runs' acknowledgements, refused
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->due + d->in_flight + d->dead, 0);
+  }());
+}
+
 // Extending one job of a record prolongs the record (the lease of the jobs claimed with it),
 // and a shorter extension never shortens it.
 TEST_F(redis_delay_queue_safety, extending_a_job_prolongs_its_claim_record_and_never_shortens_it) {
