@@ -144,50 +144,32 @@ return n
 // inclusive): the jobs of record `token` that are done, by their position in it (the worker
 // sends ranges: jobs mostly end in their due order, so a whole record is usually one range, and
 // no id travels). Those still in their record are set done (one read and one write of the
-// record per group: no command per job), and their payloads and attempts deleted. A group of
-// one range over the whole record, none of it taken out before (a worker with ack_delay sends
-// a record's acknowledgements once all its jobs ended), deletes the record and takes the ids
-// from its array as they are: nothing set, copied or written back per job.
+// record per group: no command per job), and their payloads and attempts deleted.
 // -> how many were still held.
 #define COGWHEEL_REDIS_LUA_ACK                                                        \
   "local function ack(from)\n"                                                        \
-  "  local done, n, whole, w, held = {}, 0, {}, 0, 0\n"                               \
+  "  local done, n = {}, 0\n"                                                         \
   "  local i, last = from, #ARGV\n"                                                   \
   "  while i < last do\n"                                                             \
   "    local m, k = ARGV[i], tonumber(ARGV[i + 1])\n"                                 \
   "    local ids = record(m)\n"                                                       \
   "    if ids then\n"                                                                 \
-  "      local size = #ids\n"                                                         \
-  "      local all = k == 1 and tonumber(ARGV[i + 2]) == 1 and tonumber(ARGV[i + 3]) >= size\n" \
-  "      if all then\n"                                                               \
-  "        for p = 1, size do if not ids[p] then all = false break end end\n"         \
-  "      end\n"                                                                       \
-  "      if all then\n"                                                               \
-  "        redis.call('HDEL', KEYS[5], m)\n"                                          \
-  "        redis.call('ZREM', KEYS[2], m)\n"                                          \
-  "        w = w + 1 whole[w] = ids held = held + size\n"                             \
-  "      else\n"                                                                      \
-  "        local gone = n\n"                                                          \
-  "        for r = i + 2, i + 2 * k, 2 do\n"                                          \
-  "          for p = tonumber(ARGV[r]), math.min(tonumber(ARGV[r + 1]), size) do\n"   \
-  "            local id = ids[p]\n"                                                   \
-  "            if id then ids[p] = false n = n + 1 done[n] = id end\n"                \
-  "          end\n"                                                                   \
+  "      local gone, size = n, #ids\n"                                                \
+  "      for r = i + 2, i + 2 * k, 2 do\n"                                            \
+  "        for p = tonumber(ARGV[r]), math.min(tonumber(ARGV[r + 1]), size) do\n"     \
+  "          local id = ids[p]\n"                                                     \
+  "          if id then ids[p] = false n = n + 1 done[n] = id end\n"                  \
   "        end\n"                                                                     \
-  "        if n > gone then keep(m, ids) end\n"                                       \
   "      end\n"                                                                       \
+  "      if n > gone then keep(m, ids) end\n"                                         \
   "    end\n"                                                                         \
   "    i = i + 2 + 2 * k\n"                                                           \
   "  end\n"                                                                           \
-  "  if n + held > 0 then\n"                                                          \
-  "    local counted = redis.call('EXISTS', KEYS[4]) == 1\n"                          \
-  "    w = w + 1 whole[w] = done\n"                                                   \
-  "    for r = 1, w do\n"                                                             \
-  "      bulk('HDEL', KEYS[3], whole[r])\n"                                           \
-  "      if counted then bulk('HDEL', KEYS[4], whole[r]) end\n"                       \
-  "    end\n"                                                                         \
+  "  if n > 0 then\n"                                                                 \
+  "    bulk('HDEL', KEYS[3], done)\n"                                                 \
+  "    if redis.call('EXISTS', KEYS[4]) == 1 then bulk('HDEL', KEYS[4], done) end\n"   \
   "  end\n"                                                                           \
-  "  return n + held\n"                                                               \
+  "  return n\n"                                                                      \
   "end\n"
 
 // ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes,

@@ -135,49 +135,6 @@ void delay_queue::register_metrics() {
                                               metrics_.lateness_ns, queue));
 }
 
-// A job of record `token` ended on this worker: the record leaves records_ when it was its last
-// (its acknowledgements are then free to go whole); an acknowledgement waiting in acks_ starts
-// the record's clock (take_acks).
-void delay_queue::job_ended(std::int64_t token, bool acknowledged) noexcept {
-  for (std::size_t i = 0; i < records_.size(); ++i) {
-    open_record& r = records_[i];
-    if (r.token != token) continue;
-    if (++r.ended == r.jobs) {
-      r = records_.back();
-      records_.pop_back();
-    } else if (acknowledged && r.first_ack == clock::time_point::max()) {
-      r.first_ack = now();
-    }
-    return;
-  }
-}
-
-// Moves into `batch` (up to max_ack_batch) the acknowledgements a claim carries: those of
-// records that are done on this worker, and of records whose first acknowledgement waited
-// 2 x ack_delay (or all, without ack_delay). The others stay in acks_, in their order, for a
-// later claim: a record acknowledged in one batch is read and deleted by the server, one
-// acknowledged in two is also unpacked, repacked and written back once more.
-void delay_queue::take_acks(std::vector<done_job>& batch) {
-  batch.clear();
-  const clock::time_point t = now();
-  const clock::duration hold = 2 * o_.ack_delay;
-  auto ready = [&](std::int64_t token) {
-    if (o_.ack_delay.count() <= 0) return true;
-    for (const open_record& r : records_)
-      if (r.token == token) return r.first_ack <= t - hold;
-    return true;  // every job of its record ended
-  };
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < acks_.size(); ++i) {
-    if (batch.size() < max_ack_batch && ready(acks_[i].first)) batch.push_back(acks_[i]);
-    else acks_[kept++] = acks_[i];
-  }
-  acks_.resize(kept);
-  // A record sent in part starts its clock again with its next acknowledgement.
-  for (open_record& r : records_)
-    if (r.first_ack <= t - hold) r.first_ack = clock::time_point::max();
-}
-
 void delay_queue::stop() noexcept {
   stopping_ = true;
   wake();
@@ -212,7 +169,6 @@ task<result<void>> delay_queue::run(handler_type handler, worker_options options
   register_metrics();
   stopping_ = false;
   fatal_ = {};
-  records_.clear();  // a run torn down mid-job (loop shutdown) may have left some
   if (o_.lookahead.count() > 0) {
     std::minstd_rand gen(std::random_device{}());
     jitter_ms_ = static_cast<std::int64_t>(gen() % static_cast<unsigned>(max_jitter(o_.lookahead.count()) + 1));
@@ -259,8 +215,9 @@ task<void> delay_queue::work() {
       const unsigned limit = o_.concurrency - running_ - held_;
       // The acknowledgements gathered so far go with the claim (up to a batch); a failed
       // claim leaves them in flight, like a failed acknowledgement: they run again.
-      const bool acks_waiting = !acks_.empty();
-      take_acks(carried);
+      const std::size_t n = std::min(acks_.size(), max_ack_batch);
+      carried.assign(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + static_cast<std::ptrdiff_t>(n)));
+      acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
       args.clear();
       args.emplace_back(o_.visibility.count());
       args.emplace_back(limit);
@@ -270,7 +227,7 @@ task<void> delay_queue::work() {
       args.emplace_back(o_.max_claim_bytes);
       args.emplace_back(claim_record_jobs);
       append_acks(carried, args);
-      if (acks_waiting) ++claims_carrying_acks_;  // flush_acks: those held back wait for the next claim
+      if (!carried.empty()) ++claims_carrying_acks_;
       const clock::time_point sent = now();
       next_claim_ = sent;  // on its way: acknowledgements done meanwhile wait for the one after
       hint_ms_ = INT64_MAX;
@@ -296,9 +253,6 @@ task<void> delay_queue::work() {
         const auto f = (*r)[1].elements();  // id, due
         const auto payloads = (*r)[11].elements();
         const std::int64_t first_token = int_of((*r)[9]);  // one per record of claim_record_jobs jobs
-        for (std::size_t taken = 0; taken < payloads.size(); taken += claim_record_jobs)
-          records_.push_back({first_token + static_cast<std::int64_t>(taken / claim_record_jobs),
-                              static_cast<std::uint32_t>(std::min<std::size_t>(payloads.size() - taken, claim_record_jobs))});
         const auto later = (*r)[10].elements();  // index, attempt of the jobs claimed before
         std::size_t next_later = 0;
         for (std::size_t index = 0; index < payloads.size(); ++index) {
@@ -395,7 +349,6 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
     const command_arg args[] = {j.id, j.token, j.due_ms};
     auto r = co_await call(release_, args);
     if (r && r->is_integer()) stats_.handed_back += static_cast<std::uint64_t>(r->integer());
-    job_ended(j.token, false);
     --held_;
   } else {
     --held_;
@@ -424,7 +377,6 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
     j.lease_ = nullptr;
     if (outcome) {
       acks_.emplace_back(j.token, j.position_);
-      job_ended(j.token, true);
       if (!acking_) {
         acking_ = true;
         spawn(flush_acks());
@@ -441,7 +393,6 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
       if (verdict == 0) count_lost_leases(1);
       if (verdict == 1) count_retry();
       if (verdict == 2) count_dead(1);
-      job_ended(j.token, false);
     }
     --running_;
   }
@@ -456,49 +407,39 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
 task<void> delay_queue::flush_acks() {
   std::vector<done_job> batch;
   std::vector<command_arg> args;
-  while (!acks_.empty()) {
-    for (;;) {
-      if (o_.ack_delay.count() > 0 && !stopping_) {  // gather the jobs done meanwhile
-        sleep_operation gather = sleep_for(o_.ack_delay);
-        detail::parked p(ack_idle_, gather);
-        co_await gather;
-      }
-      // The worker claims within another ack_delay: the acknowledgements go with that claim
-      // (work() takes them when it sends it), one request instead of two. A stop or a full
-      // batch wakes this wait and sends them now; a claim that will not come (no free slot)
-      // does not hold them (next_claim_ is then time_point::max()). While a claim is on its way
-      // (next_claim_ is when it was sent) this looks again every ms until the worker knows
-      // when it claims next.
-      const std::uint64_t carried_before = claims_carrying_acks_;
-      while (!acks_.empty() && !stopping_ && o_.ack_delay.count() > 0 && acks_.size() < max_ack_batch &&
-             next_claim_ <= now() + o_.ack_delay) {
-        sleep_operation ride(std::max(next_claim_, now()) + std::chrono::milliseconds(1));  // just after work()'s wake-up
-        detail::parked p(ack_idle_, ride);
-        co_await ride;
-      }
-      // A claim took them; those done since are young: gather them afresh for the next one.
-      if (claims_carrying_acks_ == carried_before || acks_.empty() || stopping_ || acks_.size() >= max_ack_batch) break;
+  for (;;) {
+    if (o_.ack_delay.count() > 0 && !stopping_) {  // gather the jobs done meanwhile
+      sleep_operation gather = sleep_for(o_.ack_delay);
+      detail::parked p(ack_idle_, gather);
+      co_await gather;
     }
-    // No claim comes soon: send them alone, except those of records still running on this
-    // worker (take_acks), which wait for a later claim or their time (the loop gathers
-    // again); a stop or a full batch sends everything.
-    for (;;) {
-      if (stopping_ || acks_.size() >= max_ack_batch) {
-        const std::size_t n = std::min(acks_.size(), max_ack_batch);
-        batch.assign(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
-        acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
-      } else {
-        take_acks(batch);
-      }
-      if (batch.empty()) break;
-      args.clear();
-      append_acks(batch, args);
-      auto r = co_await call(ack_, args);
-      ++stats_.ack_batches;
-      if (r && r->is_integer()) {
-        stats_.acked += static_cast<std::uint64_t>(r->integer());
-        count_lost_leases(batch.size() - static_cast<std::uint64_t>(r->integer()));
-      }
+    // The worker claims within another ack_delay: the acknowledgements go with that claim
+    // (work() takes them when it sends it), one request instead of two. A stop or a full
+    // batch wakes this wait and sends them now; a claim that will not come (no free slot)
+    // does not hold them (next_claim_ is then time_point::max()). While a claim is on its way
+    // (next_claim_ is when it was sent) this looks again every ms until the worker knows
+    // when it claims next.
+    const std::uint64_t carried_before = claims_carrying_acks_;
+    while (!acks_.empty() && !stopping_ && o_.ack_delay.count() > 0 && acks_.size() < max_ack_batch &&
+           next_claim_ <= now() + o_.ack_delay) {
+      sleep_operation ride(std::max(next_claim_, now()) + std::chrono::milliseconds(1));  // just after work()'s wake-up
+      detail::parked p(ack_idle_, ride);
+      co_await ride;
+    }
+    // A claim took them; those done since are young: gather them afresh for the next one.
+    if (claims_carrying_acks_ == carried_before || acks_.empty() || stopping_ || acks_.size() >= max_ack_batch) break;
+  }
+  while (!acks_.empty()) {
+    const std::size_t n = std::min(acks_.size(), max_ack_batch);
+    batch.assign(std::make_move_iterator(acks_.begin()), std::make_move_iterator(acks_.begin() + static_cast<std::ptrdiff_t>(n)));
+    acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(n));
+    args.clear();
+    append_acks(batch, args);
+    auto r = co_await call(ack_, args);
+    ++stats_.ack_batches;
+    if (r && r->is_integer()) {
+      stats_.acked += static_cast<std::uint64_t>(r->integer());
+      count_lost_leases(batch.size() - static_cast<std::uint64_t>(r->integer()));
     }
   }
   acking_ = false;

@@ -386,48 +386,6 @@ TEST_F(redis_delay_queue_life, acknowledgements_ride_on_the_next_claim) {
   }());
 }
 
-// A lookahead worker sends a claim record's acknowledgements once every job of the record has
-// ended, so the server deletes each record whole and never rewrites it with some of its jobs
-// done (a job done is `false`, MessagePack 0xc2, in the record). Each handler reads its own
-// record: with jobs every 5 ms, a record (the jobs of one claim, about 160 ms of them) spans two
-// or three claims, and before the holding the claim in the middle carried a part of its
-// acknowledgements (Release: every record of the stream after its first was seen rewritten).
-TEST_F(redis_delay_queue_life, a_claim_record_is_acknowledged_whole) {
-  const int n = 300;
-  run([&]() -> task<void> {
-    auto c = co_await redis::client::connect(options());
-    CO_ASSERT_OK(c);
-    delay_queue q(*c, "jobs");
-    const auto start = wall_clock::now() + 300ms;
-    for (int i = 0; i < n; ++i)
-      EXPECT_TRUE(*co_await q.schedule("w" + std::to_string(i), "", start + std::chrono::milliseconds(i * 5)));
-    std::set<std::int64_t> records, rewritten;
-    auto handler = [&](const job& j) -> task<result<void>> {
-      records.insert(j.token);
-      auto r = co_await c->command("HGET", "{jobs}:claims", std::to_string(j.token));
-      if (r && r->is_string() && r->str().find('\xc2') != std::string_view::npos) rewritten.insert(j.token);
-      co_return result<void>();
-    };
-    auto w = worker();
-    w.lookahead = 200ms;
-    w.ack_delay = 150ms;  // a record's first acknowledgement may wait 300 ms for the rest: > a record's span
-    w.max_wait = 1s;
-    w.concurrency = 1000;
-    auto scenario = [&]() -> task<void> {
-      for (int i = 0; i < 800 && q.stats().acked < static_cast<std::uint64_t>(n); ++i) co_await sleep_for(10ms);
-      q.stop();
-    };
-    co_await when_all(q.run(handler, w), scenario());
-    EXPECT_EQ(q.stats().acked, static_cast<std::uint64_t>(n));
-    EXPECT_EQ(q.stats().lost_leases, 0u);
-    EXPECT_GE(records.size(), 5u);
-    EXPECT_TRUE(rewritten.empty()) << rewritten.size() << " of " << records.size() << " records rewritten in part";
-    auto d = co_await q.depth();
-    CO_ASSERT_OK(d);
-    EXPECT_EQ(d->due + d->in_flight + d->dead, 0);
-  }());
-}
-
 TEST(redis_lateness_stats, buckets_are_powers_of_two_and_quantiles_their_upper_bounds) {
   redis::lateness_stats s;
   EXPECT_EQ(s.quantile_us(0.99), 0u);

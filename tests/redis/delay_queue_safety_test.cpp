@@ -8,7 +8,6 @@
 
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -147,49 +146,6 @@ TEST_F(redis_delay_queue_safety, a_running_job_cancelled_loses_its_lease_and_its
   }());
 }
 
-// A record acknowledged whole in one range (a worker with ack_delay sends it once all its jobs
-// ended) still checks each job: "b", cancelled while it runs (taken out of the record) and
-// scheduled again, keeps its new payload when the old run's acknowledgement comes with its
-// record's others (seen failing with the script's check of the record skipped: the whole
-// acknowledgement then errs, on the job taken out, and none of the three is counted).
-TEST_F(redis_delay_queue_safety, a_record_acknowledged_whole_refuses_the_job_cancelled_out_of_it) {
-  run([&]() -> task<void> {
-    auto c = co_await redis::client::connect(options());
-    CO_ASSERT_OK(c);
-    delay_queue q(*c, "jobs");
-    for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(*co_await q.schedule(id, id, wall_clock::now()));
-    std::set<std::int64_t> tokens;
-    auto handler = [&](const job& j) -> task<result<void>> {
-      tokens.insert(j.token);
-      if (j.id == "b") {
-        auto cancelled = co_await q.cancel("b");
-        EXPECT_TRUE(cancelled && *cancelled);
-        auto again = co_await q.schedule_after("b", "b2", 1h);
-        EXPECT_TRUE(again && *again);
-      }
-      co_return result<void>();
-    };
-    auto scenario = [&]() -> task<void> {
-      for (int i = 0; i < 500 && q.stats().acked + q.stats().lost_leases < 3; ++i) co_await sleep_for(10ms);
-      q.stop();
-    };
-    auto w = worker();
-    w.concurrency = 4;
-    w.ack_delay = 50ms;
-    co_await when_all(q.run(handler, w), scenario());
-    EXPECT_EQ(tokens.size(), 1u);  // one record
-    EXPECT_EQ(q.stats().acked, 2u);
-    EXPECT_EQ(q.stats().lost_leases, 1u);
-    auto payload = co_await c->command("HGET", "{jobs}:payload", "b");
-    CO_ASSERT_OK(payload);
-    EXPECT_EQ(payload->str(), "b2");
-    auto d = co_await q.depth();
-    CO_ASSERT_OK(d);
-    EXPECT_EQ(d->due, 1);
-    EXPECT_EQ(d->in_flight + d->dead, 0);
-  }());
-}
-
 // One claim of three jobs writes one in-flight entry (its record): an acknowledgement of one
 // job leaves the others held, and when the record's lease expires the claim after re-queues the
 // two unacknowledged jobs (their attempt counted) and not the acknowledged one; their stale
@@ -228,49 +184,6 @@ TEST_F(redis_delay_queue_safety, an_expired_claim_record_requeues_only_its_unack
     EXPECT_EQ(attempts["c"], (std::vector<std::int64_t>{1, 2}));
     EXPECT_EQ(q.stats().acked, 3u);
     EXPECT_EQ(q.stats().lost_leases, 2u);
-    auto d = co_await q.depth();
-    CO_ASSERT_OK(d);
-    EXPECT_EQ(d->due + d->in_flight + d->dead, 0);
-  }());
-}
-
-// With ack_delay, a worker holds a record's acknowledgements until every job of the record has
-// ended (or the first waited 2 x ack_delay). "a" ends at once, its acknowledgement held while
-// "b" of the same record runs; meanwhile the record's lease expires (forced) and a claim takes
-// both again: the held acknowledgement must be refused by its token, and "a" runs again
-// (at-least-once). Before holding, "a" was acknowledged after ack_delay (1 s), before the
-// expiry at 1.4 s, and ran once.
-TEST_F(redis_delay_queue_safety, an_acknowledgement_held_for_its_record_is_refused_once_the_lease_expired) {
-  run([&]() -> task<void> {
-    auto c = co_await redis::client::connect(options());
-    CO_ASSERT_OK(c);
-    delay_queue q(*c, "jobs");
-    for (const char* id : {"a", "b"}) EXPECT_TRUE(*co_await q.schedule(id, id, wall_clock::now()));
-    std::map<std::string, std::vector<std::int64_t>> tokens;
-    auto handler = [&](const job& j) -> task<result<void>> {
-      auto& mine = tokens[j.id];
-      mine.push_back(j.token);
-      if (j.id == "a" || mine.size() > 1) co_return result<void>();
-      for (int i = 0; i < 300 && tokens["a"].empty(); ++i) co_await sleep_for(5ms);
-      co_await sleep_for(1400ms);  // past ack_delay and the claim after it: "a" would be acknowledged
-      (void)co_await c->command("ZADD", "{jobs}:inflight", "XX", 0, inflight_member(j));
-      for (int i = 0; i < 300 && tokens["a"].size() < 2; ++i) co_await sleep_for(10ms);
-      co_return result<void>();  // refused with "a"'s held acknowledgement
-    };
-    auto scenario = [&]() -> task<void> {
-      for (int i = 0; i < 800 && q.stats().acked + q.stats().lost_leases < 4; ++i) co_await sleep_for(10ms);
-      q.stop();
-    };
-    auto w = worker();
-    w.concurrency = 4;
-    w.ack_delay = 1s;  // a held acknowledgement may wait 2 s for its record: the expiry comes first
-    co_await when_all(q.run(handler, w), scenario());
-    EXPECT_EQ(tokens["a"].size(), 2u) << "runs of \"a\"";
-    CO_ASSERT_TRUE(tokens["a"].size() == 2u && tokens["b"].size() == 2u);
-    EXPECT_EQ(tokens["a"][0], tokens["b"][0]);  // one record
-    EXPECT_GT(tokens["a"][1], tokens["a"][0]);
-    EXPECT_EQ(q.stats().acked, 2u);        // the second runs
-    EXPECT_EQ(q.stats().lost_leases, 2u);  // the first runs' acknowledgements, refused
     auto d = co_await q.depth();
     CO_ASSERT_OK(d);
     EXPECT_EQ(d->due + d->in_flight + d->dead, 0);

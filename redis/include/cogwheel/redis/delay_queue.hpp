@@ -115,11 +115,7 @@ struct worker_options {
   /// Acknowledgements wait this long to go as one batch (a full batch of 512 goes at once):
   /// one script per batch instead of one per job, for jobs held this much longer in flight.
   /// When the worker claims again within another ack_delay, they wait for that claim and go
-  /// with it (one request instead of two). A claim carries the acknowledgements of a claim
-  /// record (the up to 128 jobs claimed together) once every job of the record has ended, or
-  /// once the record's first acknowledgement has waited 2 x ack_delay: the server then reads
-  /// and deletes the record once instead of rewriting it at each batch. An acknowledgement
-  /// waits at most 4 x ack_delay (a lease expiring meanwhile refuses it: the job runs again).
+  /// with it (one request instead of two): an acknowledgement waits at most 2 x ack_delay.
   std::chrono::milliseconds ack_delay{0};
   /// Bound of the payload bytes one claim takes (the first job always goes).
   std::size_t max_claim_bytes = 4u << 20;
@@ -260,26 +256,13 @@ class delay_queue {
   // in the claim record of that token, 1-based).
   using done_job = std::pair<std::int64_t, std::uint32_t>;
   std::vector<done_job> acks_;
-  // The claim records of this worker with a job not yet ended (acknowledged, failed or handed
-  // back): a claim carries a record's acknowledgements once it is not here (every job ended)
-  // or its first acknowledgement has waited 2 x ack_delay (take_acks). A few entries: the
-  // records of the jobs held and running.
-  struct open_record {
-    std::int64_t token = 0;
-    std::uint32_t jobs = 0;   // in the record
-    std::uint32_t ended = 0;  // of them, on this worker
-    clock::time_point first_ack = clock::time_point::max();  // of those waiting in acks_
-  };
-  std::vector<open_record> records_;
-  void job_ended(std::int64_t token, bool acknowledged) noexcept;
-  void take_acks(std::vector<done_job>& batch);
   bool acking_ = false;
   std::int64_t sleeping_until_ms_ = 0;  // Redis time the worker sleeps until
   // Local time of work()'s next claim, which carries the acknowledgements gathered by then
   // (while a claim is on its way: when it was sent); time_point::max() while work() waits for
   // a free slot or drains.
   clock::time_point next_claim_ = clock::time_point::max();
-  std::uint64_t claims_carrying_acks_ = 0;  // claims sent while acknowledgements waited
+  std::uint64_t claims_carrying_acks_ = 0;  // claims sent with acknowledgements
   std::int64_t hint_ms_ = INT64_MAX;    // earliest due time announced since the last claim
   std::int64_t jitter_ms_ = 0;          // this worker's offset of its lookahead wake-ups
   // The worker's metrics: written by this core, read by snapshots on any thread. Declared
