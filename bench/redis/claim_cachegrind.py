@@ -8,6 +8,8 @@
 # then the polls and the claims measured apart (callgrind_control dumps).
 #   python3 bench/redis/claim_cachegrind.py [--scripts=redis/src/delay_queue_scripts.hpp]
 #       [--port=17001] [--ll=262144,8,64: the simulated last level, default the host's]
+#       [--split=1: the share of records acknowledged in two halves; the others go whole on the
+#        next claim, as a worker that holds a record's acknowledgements until it is done sends them]
 # The scripts are read by compiling a two-line dumper of the header with g++ (so a header of
 # another commit, `git show REV:redis/src/delay_queue_scripts.hpp > f`, compares two versions).
 # Needs valgrind, redis-server, g++. Takes about 2 minutes (100,000 pending).
@@ -15,6 +17,7 @@ import glob, os, re, socket, subprocess, sys, tempfile, time
 opts = dict(a[2:].split('=', 1) for a in sys.argv[1:] if a.startswith('--') and '=' in a)
 header = os.path.abspath(opts.get('scripts', 'redis/src/delay_queue_scripts.hpp'))
 port, ll = int(opts.get('port', 17001)), opts.get('ll', '')
+split = float(opts.get('split', 1))
 PENDING, DUE, LIMIT = int(os.environ.get('PENDING', 100000)), int(os.environ.get('DUE', 6000)), 150
 work = tempfile.mkdtemp(prefix='claim_cachegrind.')
 with open(f'{work}/dump.cpp', 'w') as f:
@@ -87,11 +90,14 @@ def do_claim(acks):
     halves1, halves2 = [], []
     for rec in range((n + 127) // 128 if n else 0):
         size = min(128, n - rec * 128)
-        h = (size + 1) // 2
+        global records
+        records += 1  # split the records whose count crosses a multiple of 1 / split
+        h = (size + 1) // 2 if int(records * split) != int((records - 1) * split) else size
         halves1.append((first + rec, 1, h))
         if size > h: halves2.append((first + rec, h + 1, size))
     return n, halves1, halves2
 queue = [[], []]
+records = 0
 def step():
     acks = queue.pop(0)
     n, h1, h2 = do_claim(acks)
@@ -113,7 +119,7 @@ while True:
 ctl('-d', 'lookahead')
 ctl('-i', 'off')
 left = call('ZCARD', qk[0]), call('ZCARD', qk[1]), call('HLEN', qk[2]), call('HLEN', '{poll}:payload')
-print(header, ll or 'LL: the host\'s', 'polled', polled, 'claimed', claimed, 'claims', claims, 'left (pending, inflight, payloads, poll payloads)', left)
+print(header, 'split', split, ll or 'LL: the host\'s', 'polled', polled, 'claimed', claimed, 'claims', claims, 'left (pending, inflight, payloads, poll payloads)', left)
 srv.terminate(); srv.wait()
 for fn in sorted(glob.glob(out + '*')):
     if fn.endswith('.log'): continue
