@@ -29,7 +29,12 @@ callgrind_control -i on $vg >/dev/null
 taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" "http://127.0.0.1:$PORT/" >"$out/wrk.txt"
 callgrind_control -i off $vg >/dev/null
 callgrind_control -d $vg >/dev/null
-kill -INT $vg; wait $vg || true
+# The counts are in the dump: stop the server (valgrind may hold a signal to a server blocked
+# in the kernel for long, hence the KILL after 5 s).
+kill -INT $vg
+for _ in $(seq 50); do kill -0 $vg 2>/dev/null || break; sleep 0.1; done
+kill -KILL $vg 2>/dev/null || true
+wait $vg 2>/dev/null || true
 trap - EXIT
 reqs=$(awk '/requests in/ {print $1}' "$out/wrk.txt")
 # The dump taken when instrumentation went off (callgrind.out itself is the exit's: empty).
