@@ -127,7 +127,10 @@ exchange::then exchange::parse(const std::byte* data, std::size_t& begin, std::s
       route_ = route_for(parser_.method(), parser_.path());
       ++stats_.requests;
       ++answered_;
-      respond();
+      // A lone GET /: the pre-built answer, referenced (respond() does the same, less directly;
+      // a simple request is HTTP/1.1 keep-alive, which says nothing in its answer).
+      if (route_ == route::fixed && !solo_ && out_.empty()) solo_ = fixed_response(cfg_, connection_header::none);
+      else respond();
       if (output().size() >= max_pending_output && begin < end) return then::more;
       continue;
     }
