@@ -72,6 +72,15 @@ std::unique_ptr<exchange, exchange::recycle> exchange::acquire(const server_conf
   return std::unique_ptr<exchange, recycle>(new (p) exchange(cfg, stats));
 }
 
+exchange::route exchange::route_for(http_method m, std::string_view path) noexcept {
+  const bool root = path == "/";
+  return root && m == HTTP_GET                    ? route::fixed
+         : root && m == HTTP_HEAD                 ? route::fixed_head
+         : path == "/echo" && m == HTTP_POST      ? route::echo
+         : path == "/metrics" && m == HTTP_GET    ? route::metrics
+                                                  : route::not_found;
+}
+
 exchange::then exchange::process(std::span<const std::byte> fresh) {
   if (begin_ < end_) {  // bytes left from before (a pipeline cut short for its output): after them
     const std::size_t held = end_ - begin_;
@@ -110,19 +119,28 @@ exchange::then exchange::process() {
 
 exchange::then exchange::parse(const std::byte* data, std::size_t& begin, std::size_t end) {
   while (begin < end) {
-    const auto step = parser_.feed({reinterpret_cast<const char*>(data) + begin, end - begin});
+    const std::string_view rest(reinterpret_cast<const char*>(data) + begin, end - begin);
+    // Most requests: a simple head (no body) in one step, the same route and answer as through
+    // the events below (a GET or HEAD: no body to keep, no 100-continue, always keep-alive).
+    if (const std::size_t taken = parser_.take_simple_request(rest); taken != 0) {
+      begin += taken;
+      route_ = route_for(parser_.method(), parser_.path());
+      ++stats_.requests;
+      ++answered_;
+      // A lone GET /: the pre-built answer, referenced (respond() does the same, less directly;
+      // a simple request is HTTP/1.1 keep-alive, which says nothing in its answer).
+      if (route_ == route::fixed && !solo_ && out_.empty()) solo_ = fixed_response(cfg_, connection_header::none);
+      else respond();
+      if (output().size() >= max_pending_output && begin < end) return then::more;
+      continue;
+    }
+    const auto step = parser_.feed(rest);
     begin += step.consumed;
     switch (step.what) {
       case request_parser::event::need_more:
         break;
       case request_parser::event::head_done: {
-        const http_method m = parser_.method();
-        const bool root = parser_.path() == "/";
-        route_ = root && m == HTTP_GET                    ? route::fixed
-                 : root && m == HTTP_HEAD                 ? route::fixed_head
-                 : parser_.path() == "/echo" && m == HTTP_POST ? route::echo
-                 : parser_.path() == "/metrics" && m == HTTP_GET ? route::metrics
-                                                                 : route::not_found;
+        route_ = route_for(parser_.method(), parser_.path());
         parser_.keep_body(route_ == route::echo);
         if (parser_.expects_continue() && parser_.has_body()) {
           unshare();

@@ -76,6 +76,7 @@ class exchange {
  private:
   enum class route : unsigned char { fixed, fixed_head, echo, metrics, not_found };
 
+  static route route_for(http_method m, std::string_view path) noexcept;
   then parse(const std::byte* data, std::size_t& begin, std::size_t end);
   void respond();
   void append(int status, std::string_view body, connection_header how);

@@ -68,6 +68,7 @@ bool request_parser::feed_simple(std::string_view data, step& out) noexcept {
   begin_message();
   // No strip_absolute_form(): a simple head's target starts with '/', never with a scheme.
   path_.assign(h.target);
+  path_view_ = path_;
   method_ = h.method;
   http_1_0_ = false;
   keep_alive_ = true;
@@ -75,6 +76,23 @@ bool request_parser::feed_simple(std::string_view data, step& out) noexcept {
   simple_end_ = true;
   out = {event::head_done, h.length - 1};
   return true;
+}
+
+std::size_t request_parser::take_simple_request(std::string_view data) noexcept {
+  if (in_message_ || simple_end_ || !limits_.simple_heads) return 0;
+  const simple_request_head h = simple_head(data, std::min(limits_.max_header_bytes, simple_head_max_bytes));
+  if (h.length == 0) return 0;
+  // What feed_simple() and the message's end leave behind, as far as it can be read between
+  // requests (the accessors above); the rest of begin_message() is for http_parser's callbacks,
+  // and the next request that goes through http_parser begins with it (on_message_begin).
+  path_view_ = h.target;
+  method_ = h.method;
+  http_1_0_ = false;
+  keep_alive_ = true;
+  expect_continue_ = false;
+  has_body_ = false;
+  body_.clear();
+  return h.length;
 }
 
 request_parser::step request_parser::feed_parser(std::string_view data) noexcept {
@@ -210,6 +228,7 @@ int request_parser::on_headers_complete(http_parser* p) noexcept {
   if (r.field_done_) on_header_field(p, nullptr, 0);  // closes the last header's value
   r.head_done_ = true;
   strip_absolute_form(r.path_);
+  r.path_view_ = r.path_;
   r.method_ = static_cast<http_method>(p->method);
   r.http_1_0_ = p->http_major == 1 && p->http_minor == 0;
   r.keep_alive_ = http_should_keep_alive(p) != 0;

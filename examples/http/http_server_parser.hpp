@@ -67,6 +67,15 @@ class request_parser {
     return feed_parser(data);
   }
 
+  // A whole simple request at the start of data (a head simple_head() accepts; such a request
+  // has no body), taken in one step: what feed() would give as head_done and then message_done,
+  // without the second call and without copying the target. Returns the bytes taken, or 0 when
+  // it declines (a request already begun, simple heads off, or not a simple head): then feed()
+  // from the same byte, exactly as before. After it the parser is between requests, and
+  // method(), path() and keep_alive() (true) describe the request taken until the next feed()
+  // or take_simple_request(); path() is then a view into data, valid as long as data is.
+  std::size_t take_simple_request(std::string_view data) noexcept;
+
   // Whether a request has begun (at least one of its bytes parsed) and not yet ended.
   bool in_message() const noexcept { return in_message_; }
   // Whether the head has ended and the body has not.
@@ -74,7 +83,7 @@ class request_parser {
 
   // Valid from head_done until the next request begins.
   http_method method() const noexcept { return method_; }
-  std::string_view path() const noexcept { return path_; }
+  std::string_view path() const noexcept { return path_view_; }
   bool keep_alive() const noexcept { return keep_alive_; }
   // Whether the response must say "Connection: keep-alive": an HTTP/1.0 request that asked to be
   // kept alive (1.0 closes unless told otherwise; ApacheBench -k waits for it).
@@ -114,6 +123,7 @@ class request_parser {
   std::uint64_t body_bytes_ = 0;
   std::size_t trailer_bytes_ = 0;  // bytes of the current chunked body's trailer section so far
   std::string path_;             // the request target up to '?', bounded by max_header_bytes
+  std::string_view path_view_;   // path(): path_, or a simple request's target in its input
   std::string body_;
   std::string field_;            // the current header name, lower case, at most 32 bytes kept
   std::string value_;            // the current watched header's value, at most 32 bytes kept

@@ -61,15 +61,7 @@ std::string fixed_body(std::size_t bytes) {
   return body;
 }
 
-shared_response fixed_response(const server_config& cfg, connection_header how) {
-  struct cached {
-    const server_config* cfg = nullptr;
-    std::size_t body_bytes = 0;
-    std::time_t second = -1;
-    std::string body;
-    shared_response response[3];  // by connection_header; the cache's own references
-  };
-  thread_local cached c;
+shared_response rebuild_fixed_response(fixed_response_cache& c, const server_config& cfg, connection_header how) {
   date.refresh();
   if (c.cfg != &cfg || c.body_bytes != cfg.body_bytes || c.second != date.second) {
     if (c.cfg != &cfg || c.body_bytes != cfg.body_bytes) c.body = fixed_body(cfg.body_bytes);

@@ -2,6 +2,7 @@
 // Date changes, once a second), echo answers and error statuses appended to an output buffer.
 #pragma once
 
+#include <ctime>
 #include <string>
 #include <string_view>
 
@@ -52,9 +53,28 @@ class shared_response {
   response_block* block_ = nullptr;
 };
 
+// The thread's pre-built GET / responses, by connection_header, for one config and one second.
+struct fixed_response_cache {
+  const server_config* cfg = nullptr;
+  std::size_t body_bytes = 0;
+  std::time_t second = -1;
+  std::string body;
+  shared_response response[3];  // the cache's own references
+};
+
+// Builds c's responses for cfg and the current second and returns one (fixed_response's slow
+// path).
+shared_response rebuild_fixed_response(fixed_response_cache& c, const server_config& cfg, connection_header how);
+
 // The complete GET / response for cfg (head and body), as of the current second. Allocates
-// only when the second or the config changes.
-shared_response fixed_response(const server_config& cfg, connection_header how);
+// only when the second or the config changes. Inline up to the cache's check: every GET /
+// takes this path (a call each way was a quarter of its instructions).
+inline shared_response fixed_response(const server_config& cfg, connection_header how) {
+  thread_local fixed_response_cache c;
+  if (c.cfg == &cfg && c.body_bytes == cfg.body_bytes && c.second == std::time(nullptr)) [[likely]]
+    return c.response[static_cast<int>(how)];
+  return rebuild_fixed_response(c, cfg, how);
+}
 
 // Appends a response with this status and body.
 void append_response(std::string& out, int status, std::string_view body, connection_header how);

@@ -248,8 +248,11 @@ std::string method_name(http_method m) { return http_method_str(m); }
 // Feeds `input` to a request_parser in the pieces `cuts` make, as the server does (each piece
 // in a buffer of its own, the rest of a piece fed again after an event, nothing after `failed`
 // or after a request that does not keep the connection alive), and writes down every step and
-// what the parser says at it.
-std::string trace(const std::string& input, const std::vector<std::size_t>& cuts, parser_limits limits) {
+// what the parser says at it. With `whole`, a request the parser takes in one step
+// (take_simple_request, as the server's exchange does first) is written down as the two steps
+// feed() would have made, from what the parser says after it.
+std::string trace(const std::string& input, const std::vector<std::size_t>& cuts, parser_limits limits,
+                  bool whole = false) {
   request_parser p(limits);
   std::string out;
   std::size_t pos = 0;
@@ -260,6 +263,18 @@ std::string trace(const std::string& input, const std::vector<std::size_t>& cuts
     std::string_view data(piece);
     for (int guard = 0; !data.empty(); ++guard) {
       if (guard > 100000) return out + "| no progress";
+      if (const std::size_t n = whole ? p.take_simple_request(data) : 0; n != 0) {
+        if (n > data.size()) return out + "| took more than given";
+        data.remove_prefix(n);
+        out += "| " + std::to_string(n - 1) + " in body head_done " + method_name(p.method()) + " " +
+               escaped(p.path()) + (p.keep_alive() ? " keep-alive" : " close") +
+               (p.keep_alive_needs_saying() ? " say-it" : "") + (p.expects_continue() ? " 100-continue" : "") +
+               (p.has_body() ? " has-body" : "");
+        out += "| 1" + std::string(p.in_message() ? " in" : " out") + (p.in_body() ? " body " : " ") +
+               "message_done [" + escaped(p.body()) + "]" + (p.keep_alive() ? " keep-alive" : " close");
+        if (!p.keep_alive()) return out;
+        continue;
+      }
       const request_parser::step s = p.feed(data);
       if (s.consumed > data.size()) return out + "| consumed more than given";
       data.remove_prefix(s.consumed);
@@ -325,15 +340,17 @@ TEST(simple_head, request_parser_with_the_shortcut_steps_exactly_as_http_parser_
       const std::vector<std::size_t> cuts = cuts_for(r, input.size(), pattern);
       const std::string a = trace(input, cuts, with);
       const std::string b = trace(input, cuts, without);
+      const std::string c = trace(input, cuts, with, true);
       ++runs;
-      if (a == b) continue;
+      if (a == b && c == b) continue;
       ++differences;
       if (differences <= 3) {
         std::string cut_list;
         for (std::size_t c : cuts) cut_list += std::to_string(c) + " ";
         ADD_FAILURE() << "stream " << i << " (COGWHEEL_TEST_SEED=" << i << "), max_header_bytes "
                       << with.max_header_bytes << ", max_body_bytes " << with.max_body_bytes << ", cuts [" << cut_list
-                      << "]\ninput:    " << escaped(input) << "\nshortcut: " << a << "\nparser:   " << b;
+                      << "]\ninput:    " << escaped(input) << "\nshortcut: " << a << "\nwhole:    " << c
+                      << "\nparser:   " << b;
       }
     }
   }
