@@ -21,6 +21,8 @@
 //
 // Usage: delay_queue_bench [--pending=1000000] [--jobs=10000] [--seconds=5] [--rounds=5]
 //        [--throughput=200000] [--ack-delay=100: ms, the lookahead workers' ack_delay]
+//        [--lookahead=200: ms, the lookahead kind's lookahead (not the throughput run's)]
+//        [--concurrency=1000: the firing workers' worker_options::concurrency]
 //        [--tick-us=1000: the firing workers' runtime_options::tick, in us]
 //        [--kinds=0123: which worker kinds run, by their index above]
 //        [--verbose: INFO commandstats of each round on stderr]
@@ -59,6 +61,8 @@ struct config {
   unsigned workers = 2;
   bool verbose = false;
   int ack_delay_ms = 100;      // the lookahead kind's worker_options::ack_delay
+  int lookahead_ms = 200;      // the lookahead kind's worker_options::lookahead
+  unsigned concurrency = 1000; // the firing workers' worker_options::concurrency
   int tick_us = 1000;          // the workers' runtime_options::tick
   std::string kinds = "0123";  // which worker kinds run (digits: indexes into kind_names)
 };
@@ -143,8 +147,8 @@ struct round_result {
 };
 
 constexpr int kinds = 4;
-const char* const kind_names[kinds] = {"wheel + Pub/Sub (delay_queue)", "the same, lookahead = 200 ms",
-                                       "polling every 100 ms", "polling every 1 s"};
+const char* kind_names[kinds] = {"wheel + Pub/Sub (delay_queue)", "the same, lookahead = 200 ms",
+                                 "polling every 100 ms", "polling every 1 s"};
 
 // Runs `workers` cores until `jobs` jobs have fired; `kind` picks the worker kind.
 round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int kind, int round) {
@@ -182,9 +186,9 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
       redis::delay_queue q(*c, "bench");
       redis::worker_options w;
       w.address = socket_address::ipv4_loopback(port);
-      w.concurrency = 1000;
+      w.concurrency = cfg.concurrency;
       if (kind == 1) {
-        w.lookahead = 200ms;
+        w.lookahead = std::chrono::milliseconds(cfg.lookahead_ms);
         w.ack_delay = std::chrono::milliseconds(cfg.ack_delay_ms);
       }
       auto handler = [&](const redis::job& j) -> task<result<void>> {
@@ -304,14 +308,18 @@ int main(int argc, char** argv) {
     else if (a.rfind("--rounds=", 0) == 0) cfg.rounds = value("--rounds=");
     else if (a.rfind("--throughput=", 0) == 0) cfg.throughput = value("--throughput=");
     else if (a.rfind("--ack-delay=", 0) == 0) cfg.ack_delay_ms = value("--ack-delay=");
+    else if (a.rfind("--concurrency=", 0) == 0) cfg.concurrency = value("--concurrency=");
+    else if (a.rfind("--lookahead=", 0) == 0) cfg.lookahead_ms = value("--lookahead=");
     else if (a.rfind("--tick-us=", 0) == 0) cfg.tick_us = value("--tick-us=");
     else if (a.rfind("--kinds=", 0) == 0) cfg.kinds = a.substr(8);
     else if (a == "--verbose") cfg.verbose = true;
     else {
-      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--tick-us=US] [--kinds=0123] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--lookahead=MS] [--concurrency=N] [--tick-us=US] [--kinds=0123] [--verbose]\n", argv[0]);
       return 2;
     }
   }
+  static std::string lookahead_name = "the same, lookahead = " + std::to_string(cfg.lookahead_ms) + " ms";
+  kind_names[1] = lookahead_name.c_str();
   if (!cogwheel::redis_test::redis_server_available()) {
     std::fprintf(stderr, "redis-server is not installed\n");
     return 77;

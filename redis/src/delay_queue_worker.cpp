@@ -143,11 +143,14 @@ void delay_queue::stop() noexcept {
 
 void delay_queue::wake() noexcept { detail::wake(idle_); }
 
-// A job ended: work() needs to know when it waits for a free slot or drains; otherwise its
-// sleep stands (waking it would cost a claim per job).
+// A job ended: work() needs to know when it drains, or when it waits for free slots and a
+// quarter of them (at least one) are free; otherwise its sleep stands. Waking it at each free
+// slot would cost a claim script per job whenever more is due than the worker may hold (with
+// delay_queue_bench's 1 s lookahead at concurrency 1000: 70 us of Redis CPU per job, not 10).
 void delay_queue::finished() noexcept {
   if (stopping_) detail::wake(ack_idle_);
-  if (stopping_ || sleeping_until_ms_ == INT64_MIN) wake();
+  const unsigned refill = std::max(1u, o_.concurrency / 4);
+  if (stopping_ || (sleeping_until_ms_ == INT64_MIN && running_ + held_ + refill <= o_.concurrency)) wake();
 }
 
 // A job became the earliest at `payload` (ms): wake the worker if its next claim would take

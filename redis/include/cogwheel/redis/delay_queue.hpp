@@ -101,7 +101,9 @@ struct worker_options {
   /// The longest the worker sleeps between claims when no job is known to be due sooner (a
   /// producer's announcement of an earlier job wakes it before).
   std::chrono::milliseconds max_wait{1000};
-  unsigned concurrency = 64;  ///< jobs running or held (prefetched) at once on this worker
+  /// Jobs running or held (prefetched) at once on this worker. A worker at this bound claims
+  /// again once a quarter of it (at least one slot) is free, not at each free slot.
+  unsigned concurrency = 64;
   std::chrono::milliseconds retry_initial{100};  ///< back-off after a failure, doubling
   std::chrono::milliseconds retry_max{60000};  ///< the retry back-off's ceiling
   unsigned max_attempts = 10;  ///< claims of a job before it moves to {name}:dead
