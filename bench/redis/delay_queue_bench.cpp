@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
                   *std::max_element(paired.begin(), paired.end()));
     }
   std::printf("\n");
-  if (cfg.throughput > 0) {
+  if (cfg.throughput > 0 && cfg.rounds > 0) {  // --kinds=- --rounds=1: the throughput run alone
     std::vector<double> t[4];
     for (int r = 0; r < cfg.rounds; ++r) {
       const throughput_result x = throughput(cfg, server.pid(), server.port(), r);
