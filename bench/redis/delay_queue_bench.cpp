@@ -23,6 +23,8 @@
 //        [--throughput=200000] [--ack-delay=100: ms, the lookahead workers' ack_delay]
 //        [--lookahead=200: ms, the lookahead kind's lookahead (not the throughput run's)]
 //        [--concurrency=1000: the firing workers' worker_options::concurrency]
+//        [--throughput-concurrency=2000: the throughput run's] [--backlog: the throughput run's
+//        jobs are all scheduled before its workers start, which then fire a standing backlog]
 //        [--tick-us=1000: the firing workers' runtime_options::tick, in us]
 //        [--kinds=0123: which worker kinds run, by their index above]
 //        [--verbose: INFO commandstats of each round on stderr]
@@ -63,6 +65,8 @@ struct config {
   int ack_delay_ms = 100;      // the lookahead kind's worker_options::ack_delay
   int lookahead_ms = 200;      // the lookahead kind's worker_options::lookahead
   unsigned concurrency = 1000; // the firing workers' worker_options::concurrency
+  unsigned throughput_concurrency = 2000;  // the throughput run's worker_options::concurrency
+  bool backlog = false;        // the throughput run's jobs all scheduled before the workers start
   int tick_us = 1000;          // the workers' runtime_options::tick
   std::string kinds = "0123";  // which worker kinds run (digits: indexes into kind_names)
 };
@@ -138,6 +142,22 @@ void print_commandstats(std::uint16_t port, bool print = true) {
     if (!c) co_return;
     auto info = co_await c->command("INFO", "commandstats");
     if (info && print) std::fprintf(stderr, "%.*s", static_cast<int>(info->str().size()), info->str().data());
+    // How long one script held the server (Redis runs one command at a time): percentiles.
+    auto latency = co_await c->command("INFO", "latencystats");
+    if (latency && print) {
+      const std::string_view text = latency->str();
+      const auto at = text.find("latency_percentiles_usec_evalsha:");
+      if (at != std::string_view::npos) {
+        const std::string_view line = text.substr(at, text.find('\r', at) - at);
+        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+      }
+    }
+    auto slow = co_await c->command("SLOWLOG", "GET", 3);  // the longest commands (> 10 ms)
+    if (slow && print && slow->is_array())
+      for (std::size_t i = 0; i < slow->size(); ++i)
+        if ((*slow)[i].is_array() && (*slow)[i].size() > 2 && (*slow)[i][2].is_integer())
+          std::fprintf(stderr, "slowlog: a command of %lld us\n", static_cast<long long>((*slow)[i][2].integer()));
+    (void)co_await c->command("SLOWLOG", "RESET");
     (void)co_await c->command("CONFIG", "RESETSTAT");
   }());
 }
@@ -243,8 +263,8 @@ throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t p
   std::vector<std::vector<std::int64_t>> late(cfg.workers);
   std::atomic<bool> done{false};
   if (cfg.verbose) print_commandstats(port, false);
-  const double cpu0 = cpu_seconds(redis_pid);
-  const auto t0 = clock::now();
+  double cpu0 = cpu_seconds(redis_pid);
+  auto t0 = clock::now();
   std::thread producer([&] {
     run([&]() -> task<void> {
       auto c = co_await redis::client::connect(options(port));
@@ -258,6 +278,12 @@ throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t p
       co_await when_all(std::move(all));
     }());
   });
+  if (cfg.backlog) {  // the workers start on a standing backlog: time and CPU count from then
+    producer.join();
+    if (cfg.verbose) print_commandstats(port, false);
+    cpu0 = cpu_seconds(redis_pid);
+    t0 = clock::now();
+  }
   runtime rt(runtime_options{.cores = cfg.workers});
   rt.run([&](unsigned core) -> task<void> {
     auto c = co_await redis::client::connect(options(port));
@@ -265,7 +291,7 @@ throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t p
     redis::delay_queue q(*c, "bench");
     redis::worker_options w;
     w.address = socket_address::ipv4_loopback(port);
-    w.concurrency = 2000;
+    w.concurrency = cfg.throughput_concurrency;
     w.lookahead = 200ms;
     w.ack_delay = 20ms;
     auto handler = [&, core](const redis::job& j) -> task<result<void>> {
@@ -285,7 +311,7 @@ throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t p
     co_await when_all(q.run(handler, w), watch());
   });
   const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
-  producer.join();
+  if (producer.joinable()) producer.join();
   const double cpu1 = cpu_seconds(redis_pid);
   if (cfg.verbose) print_commandstats(port);
   std::vector<std::int64_t> all;
@@ -309,12 +335,14 @@ int main(int argc, char** argv) {
     else if (a.rfind("--throughput=", 0) == 0) cfg.throughput = value("--throughput=");
     else if (a.rfind("--ack-delay=", 0) == 0) cfg.ack_delay_ms = value("--ack-delay=");
     else if (a.rfind("--concurrency=", 0) == 0) cfg.concurrency = value("--concurrency=");
+    else if (a.rfind("--throughput-concurrency=", 0) == 0) cfg.throughput_concurrency = value("--throughput-concurrency=");
+    else if (a == "--backlog") cfg.backlog = true;
     else if (a.rfind("--lookahead=", 0) == 0) cfg.lookahead_ms = value("--lookahead=");
     else if (a.rfind("--tick-us=", 0) == 0) cfg.tick_us = value("--tick-us=");
     else if (a.rfind("--kinds=", 0) == 0) cfg.kinds = a.substr(8);
     else if (a == "--verbose") cfg.verbose = true;
     else {
-      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--lookahead=MS] [--concurrency=N] [--tick-us=US] [--kinds=0123] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--lookahead=MS] [--concurrency=N] [--throughput-concurrency=N] [--backlog] [--tick-us=US] [--kinds=0123] [--verbose]\n", argv[0]);
       return 2;
     }
   }

@@ -175,7 +175,8 @@ return n
 // ARGV: visibility_ms, limit, lookahead_ms, max_attempts, max_payload_bytes, max_claim_bytes,
 // claim_record_jobs, then acknowledgements (ack(8): the worker's finished jobs riding on its
 // claim, one request instead of two). First the acknowledgements, then the records whose
-// lease expired (their worker died or stalled: up to `limit` records, each whole) send their
+// lease expired (their worker died or stalled: floor(limit / claim_record_jobs) records, at
+// least one, each whole) send their
 // jobs back to due, or to the dead set once they used max_attempts claims. Then up to `limit`
 // jobs due within now + lookahead move to in flight, in records of claim_record_jobs jobs (the
 // last one shorter), each record with a new token (consecutive: the first token, then one more
@@ -220,7 +221,10 @@ local max_payload = tonumber(ARGV[5])
 local max_bytes = tonumber(ARGV[6])
 local per_record = tonumber(ARGV[7])
 local buried = 0
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)) do
+-- Expired records: about `limit` jobs' worth (at least one record) per claim, so that a script
+-- stays short after a worker with many records died; the rest go with the claims that follow
+-- (the earliest expiry in the reply is then already past: the worker claims again at once).
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, math.max(1, math.floor(limit / per_record)))) do
   local ids = record(m)
   if ids then redis.call('HDEL', KEYS[5], m) else ids = {id_of(m)} end
   redis.call('ZREM', KEYS[2], m)

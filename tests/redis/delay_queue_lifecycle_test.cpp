@@ -32,6 +32,12 @@ std::int64_t wall_us() {
 
 using redis_delay_queue_life = queue_test;
 
+// Stops q once `jobs` of its jobs have started, or after 10 s.
+task<void> stop_once_fired(delay_queue& q, int jobs) {
+  for (int i = 0; i < 1000 && q.stats().fired < static_cast<std::uint64_t>(jobs); ++i) co_await sleep_for(10ms);
+  q.stop();
+}
+
 TEST_F(redis_delay_queue_life, run_under_a_timeout_stops_claiming_hands_back_held_jobs_and_returns) {
   run([&]() -> task<void> {
     auto c = co_await redis::client::connect(options());
@@ -425,11 +431,7 @@ TEST_F(redis_delay_queue_life, a_full_worker_claims_again_when_a_quarter_of_its_
     auto w = worker();
     w.concurrency = concurrency;
     w.max_wait = 1s;  // the fixture's 100 ms would add claims of its own
-    auto scenario = [&]() -> task<void> {
-      for (int i = 0; i < 1000 && q.stats().fired < static_cast<std::uint64_t>(jobs); ++i) co_await sleep_for(10ms);
-      q.stop();
-    };
-    co_await when_all(q.run(handler, w), scenario());
+    co_await when_all(q.run(handler, w), stop_once_fired(q, jobs));
     claims = q.stats().claims;
   }());
   EXPECT_EQ(fired, jobs);
@@ -437,6 +439,37 @@ TEST_F(redis_delay_queue_life, a_full_worker_claims_again_when_a_quarter_of_its_
   // empty (seen: 31-34 in Release; before, a claim per freed slot: 80).
   EXPECT_LE(claims, static_cast<std::uint64_t>(1 + (jobs - concurrency) / (concurrency / 4) + 4));
   EXPECT_GE(claims, static_cast<std::uint64_t>(jobs / concurrency));
+}
+
+// A worker allowed more jobs than Lua can pass to one command (its unpack stops at ~8,000
+// values) claims a backlog larger than that: before, every claim script failed ("too many
+// results to unpack" in the payloads' HMGET) and was retried forever, and no job ran. A claim
+// now takes at most max_claim_jobs, which also bounds how long one script holds the server.
+TEST_F(redis_delay_queue_life, a_worker_allowed_ten_thousand_jobs_runs_a_backlog_of_nine_thousand) {
+  constexpr int jobs = 9000;
+  int fired = 0;
+  std::uint64_t claims = 0;
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "wide");
+    auto producer = [&](int first) -> task<void> {
+      for (int i = first; i < jobs; i += 64) EXPECT_TRUE(*co_await q.schedule_after("w" + std::to_string(i), "", 0ms));
+    };
+    std::vector<task<void>> producers;
+    for (int p = 0; p < 64; ++p) producers.push_back(producer(p));
+    co_await when_all(std::move(producers));
+    auto handler = [&](const job&) -> task<result<void>> {
+      ++fired;
+      co_return result<void>();
+    };
+    auto w = worker();
+    w.concurrency = 10000;
+    co_await when_all(q.run(handler, w), stop_once_fired(q, jobs));
+    claims = q.stats().claims;
+  }());
+  EXPECT_EQ(fired, jobs);
+  EXPECT_GE(claims, static_cast<std::uint64_t>(jobs / 512));  // none larger than max_claim_jobs
 }
 
 }  // namespace

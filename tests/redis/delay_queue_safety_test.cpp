@@ -295,5 +295,60 @@ TEST_F(redis_delay_queue_safety, a_handler_that_throws_a_non_exception_neither_w
   }());
 }
 
+// A worker that died holding many claim records: the next claim sends back about as many jobs
+// as it may take (one record of 128 here), not `limit` whole records (before: 4 of the 8, 512
+// jobs, in one script), so no script grows with what a dead worker held; the claims after it
+// take the rest.
+TEST_F(redis_delay_queue_safety, a_claim_requeues_about_as_many_expired_jobs_as_it_may_take) {
+  constexpr int jobs = 1024;  // 8 records of 128 for the worker that hangs
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue hung(*c, "dead");
+    for (int i = 0; i < jobs; ++i) EXPECT_TRUE(*co_await hung.schedule_after("d" + std::to_string(i), "", 0ms));
+    int started = 0;
+    auto hang = [&](const job&) -> task<result<void>> {
+      ++started;
+      co_await sleep_for(1h);  // cut by the stop at the end: its reports are refused by then
+      co_return result<void>();
+    };
+    auto w = worker();
+    w.concurrency = jobs;
+    w.stop_grace = 0ms;
+    auto c2 = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c2);
+    delay_queue next(*c2, "dead");
+    std::optional<std::int64_t> left;  // records of the hung worker in flight after one claim
+    auto first = [&](const job&) -> task<result<void>> {
+      if (!left) {
+        auto n = co_await c->command("ZCARD", "{dead}:inflight");
+        if (n) left = n->integer() - 1;  // the next worker's own record is one of them
+      }
+      co_return result<void>();
+    };
+    auto scenario = [&]() -> task<void> {
+      for (int i = 0; i < 500 && started < jobs; ++i) co_await sleep_for(10ms);
+      // The hung worker's leases end now, as if it had died.
+      auto members = co_await c->command("ZRANGE", "{dead}:inflight", 0, -1);
+      CO_ASSERT_OK(members);
+      EXPECT_EQ(members->size(), 8u);
+      for (std::size_t i = 0; i < members->size(); ++i)
+        (void)co_await c->command("ZADD", "{dead}:inflight", "XX", 0, std::string((*members)[i].str()));
+      auto w2 = worker();
+      w2.concurrency = 4;
+      auto stop_next = [&]() -> task<void> {
+        for (int i = 0; i < 1000 && next.stats().acked < static_cast<std::uint64_t>(jobs); ++i) co_await sleep_for(10ms);
+        next.stop();
+      };
+      co_await when_all(next.run(first, w2), stop_next());
+      hung.stop();
+    };
+    co_await when_all(hung.run(hang, w), scenario());
+    EXPECT_EQ(left, std::optional<std::int64_t>(7));
+    EXPECT_EQ(next.stats().acked, static_cast<std::uint64_t>(jobs));  // the rest came with later claims
+    EXPECT_EQ(hung.stats().acked, 0u);
+  }());
+}
+
 }  // namespace
 }  // namespace cogwheel::redis_test

@@ -102,7 +102,9 @@ struct worker_options {
   /// producer's announcement of an earlier job wakes it before).
   std::chrono::milliseconds max_wait{1000};
   /// Jobs running or held (prefetched) at once on this worker. A worker at this bound claims
-  /// again once a quarter of it (at least one slot) is free, not at each free slot.
+  /// again once a quarter of it (at least one slot) is free, not at each free slot. One claim
+  /// takes at most 512 jobs (a script holds the whole server while it runs); a worker with more
+  /// free slots claims again at once.
   unsigned concurrency = 64;
   std::chrono::milliseconds retry_initial{100};  ///< back-off after a failure, doubling
   std::chrono::milliseconds retry_max{60000};  ///< the retry back-off's ceiling
