@@ -109,19 +109,20 @@ struct chunk_list {
 //    losing the TLB reach the pool exists for (see the header).
 class frame_pool {
  public:
-  void* allocate(std::size_t c) {
-    if (free_block* b = free_[c]) {
+  // A block of class c from its free list, or nullptr: allocate_frame's fast path.
+  free_block* pop(std::size_t c) noexcept {
+    free_block* b = free_[c];
+    if (b != nullptr) [[likely]] {
       free_[c] = b->next;
       count_allocated(b);
-      return b;
     }
+    return b;
+  }
+  void* allocate(std::size_t c) {
+    if (free_block* b = pop(c)) return b;
     if (remote_.load(std::memory_order_relaxed) != nullptr) {
       take_remote();
-      if (free_block* b = free_[c]) {
-        free_[c] = b->next;
-        count_allocated(b);
-        return b;
-      }
+      if (free_block* b = pop(c)) return b;
     }
     const std::size_t bytes = (c + 1) * granule;
     run& r = runs_[c];
@@ -146,10 +147,7 @@ class frame_pool {
     b->next = free_[c];
     free_[c] = b;
     chunk* h = chunk_of(p);
-    if (--h->live == 0) [[unlikely]] {
-      h->empty_epoch = epoch_;
-      pending_ = true;
-    }
+    if (--h->live == 0) [[unlikely]] emptied(h);
   }
   // A block of this pool, freed by any other thread.
   void free_remote(void* p, std::size_t c) noexcept {
@@ -188,6 +186,12 @@ class frame_pool {
  private:
   void count_allocated(void* p) noexcept {
     ++chunk_of(p)->live;
+  }
+  // Out of line: free_local stays a few instructions with no stack frame (the free that empties
+  // a chunk is rare).
+  [[gnu::noinline]] void emptied(chunk* h) noexcept {
+    h->empty_epoch = epoch_;
+    pending_ = true;
   }
   void take_remote() noexcept {
     free_block* b = remote_.exchange(nullptr, std::memory_order_acquire);
@@ -327,7 +331,15 @@ frame_pool* adopt_or_create() {
   return new (mem) frame_pool;
 }
 
+// The calling thread's pool, for the hot paths: a plain pointer, constant-initialised and
+// trivially destructible, so that reading it is one load with no thread_local init guard (which
+// would put a call, and the saving of registers it needs, into allocate_frame and free_frame).
+// Not null only while pooling() is on and this thread's pool is alive: a null pointer sends
+// every call to the slow paths, which decide the rest.
+constinit thread_local frame_pool* current_pool = nullptr;
+
 // The calling thread's pool, created (or adopted) on first use and handed on at thread exit.
+// The destructor is why it is not current_pool itself.
 struct thread_pool {
   frame_pool* pool = nullptr;
   ~thread_pool() {
@@ -337,7 +349,8 @@ struct thread_pool {
     std::lock_guard<std::mutex> lock(orphans_mutex);
     pool->next_orphan = orphans;
     orphans = pool;
-    pool = nullptr;  // a frame freed later on this thread goes to the remote stack
+    pool = nullptr;
+    current_pool = nullptr;  // a frame freed later on this thread goes to the remote stack
   }
 };
 thread_local thread_pool this_thread;
@@ -353,30 +366,58 @@ bool pooling() noexcept {
 
 std::size_t size_class(std::size_t n) noexcept { return n == 0 ? 0 : (n - 1) / granule; }
 
-}  // namespace
-
-void* allocate_frame(std::size_t n) {
+// Everything allocate_frame's fast path does not do: a large frame, pooling off, the thread's
+// first frame, an empty free list.
+[[gnu::noinline]] void* allocate_frame_slow(std::size_t n) {
   if (n > max_pooled_frame || !pooling()) return ::operator new(n);
   frame_pool*& pool = this_thread.pool;
-  if (pool == nullptr) pool = adopt_or_create();
+  if (pool == nullptr) {
+    pool = adopt_or_create();
+    current_pool = pool;
+  }
   return pool->allocate(size_class(n));
 }
 
-void free_frame(void* p, std::size_t n) noexcept {
+// Everything free_frame's fast path does not do: null, a large frame, pooling off, a block of
+// another thread's pool (or freed after this thread's pool was handed on).
+[[gnu::noinline]] void free_frame_slow(void* p, std::size_t n) noexcept {
   if (p == nullptr) return;
   if (n > max_pooled_frame || !pooling()) {
     ::operator delete(p);
     return;
   }
-  frame_pool* owner = reinterpret_cast<chunk*>(reinterpret_cast<std::uintptr_t>(p) & ~(chunk_bytes - 1))->owner;
-  if (owner == this_thread.pool) [[likely]]
+  frame_pool* owner = chunk_of(p)->owner;
+  if (owner == current_pool)
     owner->free_local(p, size_class(n));
   else
     owner->free_remote(p, size_class(n));
 }
 
+}  // namespace
+
+// The fast paths are leaves: one thread_local load, the free list, the chunk's live count, no
+// call and no register saved (runtime_bench resume/task: bench/README.md, "resume/task, session
+// 11"). A non-null current_pool means pooling is on, so a small frame is a pool block.
+void* allocate_frame(std::size_t n) {
+  frame_pool* pool = current_pool;
+  if (pool != nullptr && n <= max_pooled_frame) [[likely]] {
+    if (void* p = pool->pop(size_class(n))) [[likely]]
+      return p;
+  }
+  return allocate_frame_slow(n);
+}
+
+void free_frame(void* p, std::size_t n) noexcept {
+  frame_pool* pool = current_pool;
+  if (pool != nullptr && p != nullptr && n <= max_pooled_frame && chunk_of(p)->owner == pool) [[likely]] {
+    pool->free_local(p, size_class(n));
+    return;
+  }
+  free_frame_slow(p, n);
+}
+
 std::int64_t frame_pool_idle() noexcept {
-  frame_pool* pool = this_thread.pool;
+  frame_pool* pool = current_pool;
   if (pool == nullptr) return -1;
   return pool->idle([] {
     // Coarse (the kernel's tick, a few ms) is fine for a decay of 200 ms, and costs little more
@@ -388,7 +429,7 @@ std::int64_t frame_pool_idle() noexcept {
 }
 
 void release_free_frames() noexcept {
-  if (frame_pool* pool = this_thread.pool) pool->release_empty();
+  if (frame_pool* pool = current_pool) pool->release_empty();
 }
 
 }  // namespace cogwheel::detail

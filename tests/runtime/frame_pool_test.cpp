@@ -76,6 +76,16 @@ TEST(frame_pool, a_pool_outlives_its_thread_and_is_adopted) {
   }).join();
 }
 
+// free_frame's fast path reads the block's chunk header: null must be turned away before that,
+// on a thread with a pool as on one without.
+TEST(frame_pool, freeing_null_is_a_no_op) {
+  void* a = allocate_frame(64);  // this thread has a pool (when pools are on)
+  free_frame(nullptr, 64);
+  free_frame(nullptr, max_pooled_frame + 1);
+  free_frame(a, 64);
+  std::thread([] { free_frame(nullptr, 64); }).join();  // no pool on that thread
+}
+
 TEST(frame_pool, frames_above_the_pooled_size_come_from_operator_new) {
   void* big = allocate_frame(max_pooled_frame + 1);
   std::memset(big, 0, max_pooled_frame + 1);
