@@ -12,13 +12,14 @@
 #        next claim, as a worker that holds a record's acknowledgements until it is done sends them]
 # The scripts are read by compiling a two-line dumper of the header with g++ (so a header of
 # another commit, `git show REV:redis/src/delay_queue_scripts.hpp > f`, compares two versions).
+# Environment: PENDING (100000), DUE (6000), LIMIT (150: jobs per claim and per poll).
 # Needs valgrind, redis-server, g++. Takes about 2 minutes (100,000 pending).
 import glob, os, re, socket, subprocess, sys, tempfile, time
 opts = dict(a[2:].split('=', 1) for a in sys.argv[1:] if a.startswith('--') and '=' in a)
 header = os.path.abspath(opts.get('scripts', 'redis/src/delay_queue_scripts.hpp'))
 port, ll = int(opts.get('port', 17001)), opts.get('ll', '')
 split = float(opts.get('split', 1))
-PENDING, DUE, LIMIT = int(os.environ.get('PENDING', 100000)), int(os.environ.get('DUE', 6000)), 150
+PENDING, DUE, LIMIT = int(os.environ.get('PENDING', 100000)), int(os.environ.get('DUE', 6000)), int(os.environ.get('LIMIT', 150))
 work = tempfile.mkdtemp(prefix='claim_cachegrind.')
 with open(f'{work}/dump.cpp', 'w') as f:
     f.write(f'#include <cstdio>\n#include "{header}"\nusing namespace cogwheel::redis::detail;\n'
