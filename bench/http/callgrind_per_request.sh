@@ -9,6 +9,7 @@
 # quoted, or let the server read it). Server on CPU 0, wrk -t1 on CPU 1. Prints
 # "instructions requests per_request"; callgrind.out is left in OUT_DIR for callgrind_annotate.
 set -euo pipefail
+source "$(dirname "$0")/../callgrind_window.sh"
 out=$1 conns=$2 secs=$3; shift 3
 [[ $1 == -- ]] && shift
 mkdir -p "$out"
@@ -27,16 +28,8 @@ done
 taskset -c 1 wrk -t1 -c"$conns" -d2s "http://127.0.0.1:$PORT/" >/dev/null
 callgrind_control -i on $vg >/dev/null
 taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" "http://127.0.0.1:$PORT/" >"$out/wrk.txt"
-callgrind_control -i off $vg >/dev/null
-callgrind_control -d $vg >/dev/null
-# The counts are in the dump: stop the server (valgrind may hold a signal to a server blocked
-# in the kernel for long, hence the KILL after 5 s).
-kill -INT $vg
-for _ in $(seq 50); do kill -0 $vg 2>/dev/null || break; sleep 0.1; done
-kill -KILL $vg 2>/dev/null || true
-wait $vg 2>/dev/null || true
+callgrind_window_close $vg
 trap - EXIT
 reqs=$(awk '/requests in/ {print $1}' "$out/wrk.txt")
-# The dump taken when instrumentation went off (callgrind.out itself is the exit's: empty).
-ir=$(callgrind_annotate "$out/callgrind.out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}')
+ir=$(callgrind_window_total "$out")
 echo "$ir $reqs $(( ir / reqs ))"

@@ -179,16 +179,23 @@ pooled_recv_operation::~pooled_recv_operation() {
 }
 
 std::coroutine_handle<> pooled_recv_operation::start(continuation c) {
+  event_loop& loop = current_loop();
   if (shared_) {
-    auto p = buffer_pool::of_this_core();
-    if (!p) {
-      start_error_ = p.error().value();  // an errno (system or generic category alike)
-      return c.complete();
+    // Every read after a core's first finds its shared pool here, without of_this_core()'s
+    // lookup of the loop again and its result<> (what of_this_core() checks first).
+    if (shared != nullptr && shared->loop == &loop) {
+      pool_ = shared->pool.state();
+    } else {
+      auto p = buffer_pool::of_this_core();
+      if (!p) {
+        start_error_ = p.error().value();  // an errno (system or generic category alike)
+        return c.complete();
+      }
+      pool_ = (*p)->state();
     }
-    pool_ = (*p)->state();
   }
   // A pool of another core, or one already let go of, has no ring on this one.
-  if (pool_ == nullptr || pool_->loop() != &current_loop()) {
+  if (pool_ == nullptr || pool_->loop() != &loop) {
     start_error_ = EINVAL;
     return c.complete();
   }

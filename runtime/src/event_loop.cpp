@@ -15,8 +15,6 @@
 
 namespace cogwheel::detail {
 
-constinit thread_local event_loop* event_loop::current_ = nullptr;
-
 event_loop::event_loop(const runtime_options& options, unsigned core)
     : core_(core),
       ready_budget_(options.ready_budget == 0 ? 1 : options.ready_budget),
@@ -25,7 +23,7 @@ event_loop::event_loop(const runtime_options& options, unsigned core)
       timed_(options.metrics),
       q32_(options.metrics ? ns_per_cycle_q32() : 0),
       stalls_(options.metrics ? options.stall_threshold : clock::duration::zero(), core, q32_) {
-  if (current_ != nullptr)
+  if (this_thread_loop != nullptr)
     throw std::logic_error("cogwheel: this thread already runs a loop (nested run()?)");
 
   driver_ = make_io_driver(options, metrics_, deferred_);
@@ -37,7 +35,7 @@ event_loop::event_loop(const runtime_options& options, unsigned core)
   }
   wake_.loop = this;
   wake_.on_cqe = &event_loop::on_wake;
-  current_ = this;
+  this_thread_loop = this;
   arm_wake();
   publish_gauges();
   loop_registry::add(*this);
@@ -49,7 +47,7 @@ void event_loop::shutdown() noexcept {
   hooks_.drain([](shutdown_hook& h) { h.on_shutdown(h); });
   shut_down_ = true;  // from here on the wake-up read is not re-armed
   if (wake_.in_flight) cancel_and_wait(wake_, wake_.in_flight);
-  if (current_ == this) current_ = nullptr;
+  if (this_thread_loop == this) this_thread_loop = nullptr;
 }
 
 event_loop::~event_loop() {
@@ -335,7 +333,7 @@ void event_loop::request_stop() {
   // Async-signal-safe (runtime::stop() from a SIGINT handler). On the loop's own thread the
   // flag is set directly, and the eventfd is written all the same: a signal that lands between
   // the loop's check of the flag and its io_uring_enter would otherwise leave it asleep.
-  if (current_ == this) stop_requested_ = true;
+  if (this_thread_loop == this) stop_requested_ = true;
   remote_stop_.store(true);
   const std::uint64_t one = 1;
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);

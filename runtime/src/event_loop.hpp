@@ -68,7 +68,7 @@ class event_loop {
   void shutdown() noexcept;
 
   // The loop of the calling thread; nullptr when the thread runs none.
-  static event_loop* current() noexcept { return current_; }
+  static event_loop* current() noexcept { return this_thread_loop; }
 
   unsigned core() const noexcept { return core_; }
   // The loops of the same runtime, indexed by core (just this one under run()).
@@ -194,10 +194,6 @@ class event_loop {
   static void on_wake(io_completion& op, int res, unsigned flags) noexcept;
   void drain_inbox();
 
-  // constinit: every translation unit that reads it knows it has no dynamic initializer, so a
-  // read is one %fs load, with no call-guard for a TLS init function (current_time() and a
-  // sleep's start each read it: -9 instructions per resumed sleeper, callgrind).
-  static constinit thread_local event_loop* current_;
   friend struct loop_registry;  // metrics.cpp: snapshots of every loop, from any thread
 
   unsigned core_;

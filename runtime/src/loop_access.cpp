@@ -18,18 +18,12 @@ namespace cogwheel {
 
 namespace detail {
 
-event_loop& current_loop() noexcept {
-  event_loop* loop = event_loop::current();
-  if (loop == nullptr) {
-    std::fputs("cogwheel: an awaitable was used on a thread that runs no cogwheel loop "
-               "(call it from inside cogwheel::run() or runtime::run())\n",
-               stderr);
-    std::abort();
-  }
-  return *loop;
+void abort_no_loop() noexcept {
+  std::fputs("cogwheel: an awaitable was used on a thread that runs no cogwheel loop "
+             "(call it from inside cogwheel::run() or runtime::run())\n",
+             stderr);
+  std::abort();
 }
-
-event_loop* current_loop_if_any() noexcept { return event_loop::current(); }
 
 clock::time_point loop_now(event_loop& loop) noexcept { return loop.now(); }
 

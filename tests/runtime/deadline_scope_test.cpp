@@ -163,6 +163,29 @@ TEST_P(scopes_on, with_timeout_inside_a_scope_past_its_deadline_does_not_start) 
   }());
 }
 
+// timeout.hpp's lean race (an own time point, no stop source in the caller) is for callers
+// outside every chain only: an operation raced against its own time point inside a task that a
+// timeout runs still answers to that scope (it arms no timer when the scope comes first, and
+// the scope's stop ends it). shielded() takes it: see the shielded_cleanup tests.
+TEST_P(scopes_on, an_operation_with_its_own_time_point_inside_a_scope_answers_to_it) {
+  run_paused([]() -> task<> {
+    std::uint64_t filed = 99;
+    result<void> inner;
+    auto worker = [&]() -> task<> {
+      const std::uint64_t before = timers_scheduled();
+      inner = co_await with_deadline(sleep_for(1h), test::loop_now() + 1h);
+      filed = timers_scheduled() - before;  // the sleep's own timer only: the race arms none
+    };
+    const auto start = test::loop_now();
+    auto r = co_await with_timeout(worker(), 10ms);
+    EXPECT_EQ(r.error(), errc::timed_out);
+    EXPECT_EQ(inner.error(), errc::operation_canceled);  // stopped by the scope, not its own timer
+    EXPECT_EQ(filed, 1u);
+    EXPECT_GE(test::loop_now() - start, 10ms);  // at the scope's expiry, not the race's own hour
+    EXPECT_LT(test::loop_now() - start, 10ms + tick);
+  }());
+}
+
 TEST_P(scopes_on, when_all_children_inherit_the_scopes_and_spawned_tasks_start_with_none) {
   run_paused([]() -> task<> {
     const auto start = test::loop_now();

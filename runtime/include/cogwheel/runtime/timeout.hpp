@@ -137,6 +137,16 @@ class timeout_awaiter : private cancel_hook, private posting_timer, private dead
     awaiting_ = h;
     arm_expiry(current_loop(), continuation(&timeout_awaiter::fire_thunk, this));
     stop_source* caller = shield_ ? nullptr : stop_source_of(h);
+    if (caller == nullptr && deadline_ == nullptr) {
+      // The lean race: an own time point, and a caller with no stop source (a spawned task,
+      // shielded(), a foreign coroutine). Then there is no scope around (scopes reach a chain
+      // through its stop source) that could precede this one or have run out, no stop to
+      // check or attach to, and no deadline object: what the general path below does in this
+      // case, without its tests. The HTTP server's and echo's reads and writes come here.
+      scope_.open(nullptr, at_);
+      detail::schedule_timer(*loop_, *this, at_);
+      return start_op();
+    }
     const deadline_scope* around = caller != nullptr ? caller->scope() : nullptr;
     if (deadline_ != nullptr)
       scope_.open(around, *deadline_);
@@ -163,10 +173,7 @@ class timeout_awaiter : private cancel_hook, private posting_timer, private dead
     } else {
       arm_unless_preceded();
     }
-    if constexpr (requires { op_.bind_scope(&scope_); }) op_.bind_scope(&scope_);
-    refusals_at_start_ = deadline_refusals;
-    started_ = true;
-    return op_.start(continuation(&timeout_awaiter::on_done, this));
+    return start_op();
   }
 
   result_type await_resume() {
@@ -198,6 +205,14 @@ class timeout_awaiter : private cancel_hook, private posting_timer, private dead
   // is this scope's (its expiry would have come in a later batch, or a task computed past it).
   bool expired() const noexcept { return fired_ || (refused_meanwhile() && scope_.own() <= current_time()); }
   bool refused_meanwhile() const noexcept { return deadline_refusals != refusals_at_start_; }
+
+  // Once the timer is armed (or waits on a deadline): op starts inside scope_.
+  std::coroutine_handle<> start_op() {
+    if constexpr (requires { op_.bind_scope(&scope_); }) op_.bind_scope(&scope_);
+    refusals_at_start_ = deadline_refusals;
+    started_ = true;
+    return op_.start(continuation(&timeout_awaiter::on_done, this));
+  }
 
   // One timer per scope, and none for a scope that a scope around it precedes: that one fires
   // first and stops this one's task. If what precedes it is a movable deadline, this scope

@@ -1,7 +1,8 @@
 // The narrow interface through which cogwheel's public headers (awaiters, deadlines, socket
 // operations) reach the current core's loop without seeing it: event_loop is an opaque type
 // here. Its definition, the I/O backends (io_uring, epoll) and the time driver stay in
-// runtime/src; each function below is one out-of-line call into them.
+// runtime/src; each function below is one out-of-line call into them, except the lookup of the
+// calling thread's loop (current_loop()), which is one thread-local read.
 //
 // Threading: every function acts on the loop of the calling thread (or the loop passed in,
 // which must be the calling thread's). Nothing here is for other threads.
@@ -22,11 +23,27 @@ namespace detail {
 
 class event_loop;
 
+// The loop the calling thread runs, nullptr when none: set by the loop's constructor, cleared by
+// its shutdown(), read here inline. constinit: no TLS init function and no guard, so a read is
+// one %fs load where a call into runtime/src was ~10 instructions, taken several times per I/O
+// operation (a timed read: the race's timer, the operation's submit, the pool's check). An
+// inline variable of default visibility: one per thread across shared libraries too, as
+// deadline_refusals (detail/deadline_scope.hpp).
+inline constinit thread_local event_loop* this_thread_loop = nullptr;
+
+// Reports an awaitable used on a thread that runs no cogwheel loop, then aborts.
+[[noreturn]] void abort_no_loop() noexcept;
+
 // The calling thread's loop; terminates with a message when there is none (a cogwheel
 // awaitable used outside run()/runtime::run() is a programming error).
-event_loop& current_loop() noexcept;
+inline event_loop& current_loop() noexcept {
+  event_loop* const loop = this_thread_loop;
+  if (loop == nullptr) [[unlikely]]
+    abort_no_loop();
+  return *loop;
+}
 // The calling thread's loop, or nullptr.
-event_loop* current_loop_if_any() noexcept;
+inline event_loop* current_loop_if_any() noexcept { return this_thread_loop; }
 
 // --- time (the loop's time driver) ---
 // The timestamp of the loop's current iteration (the one clock read; virtual when paused).
