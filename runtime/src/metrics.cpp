@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "event_loop.hpp"
 #include "loop_registry.hpp"
@@ -52,8 +54,42 @@ bool valid_name(const std::string& n) noexcept {
   return true;
 }
 
+// Whether `labels` is a label set as the text format writes one inside braces: name="value"
+// pairs joined by commas, each name [a-zA-Z_][a-zA-Z0-9_]* and given once, not reserved
+// (`__`-prefixed, `core`, which the registry adds, and for a histogram `le`), each value with
+// its `\`, `"` and newlines escaped (`\\`, `\"`, `\n`). One malformed set would make the whole
+// exposition unparseable, every metric of the process lost to the scraper.
+bool valid_labels(const std::string& labels, bool histogram) {
+  std::vector<std::string_view> names;
+  std::size_t i = 0;
+  const std::size_t n = labels.size();
+  while (i < n) {
+    const std::size_t start = i;
+    while (i < n && (labels[i] == '_' || (labels[i] >= 'a' && labels[i] <= 'z') || (labels[i] >= 'A' && labels[i] <= 'Z') ||
+                     (i > start && labels[i] >= '0' && labels[i] <= '9')))
+      ++i;
+    const std::string_view name(labels.data() + start, i - start);
+    if (name.empty() || name.substr(0, 2) == "__" || name == "core" || (histogram && name == "le")) return false;
+    if (std::find(names.begin(), names.end(), name) != names.end()) return false;
+    names.push_back(name);
+    if (i + 1 >= n || labels[i] != '=' || labels[i + 1] != '"') return false;
+    for (i += 2; i < n && labels[i] != '"'; ++i) {
+      if (labels[i] == '\n') return false;
+      if (labels[i] == '\\') {
+        if (++i == n || (labels[i] != '\\' && labels[i] != '"' && labels[i] != 'n')) return false;
+      }
+    }
+    if (i == n) return false;  // no closing quote
+    ++i;
+    if (i < n && (labels[i] != ',' || ++i == n)) return false;  // a comma, then another pair
+  }
+  return true;
+}
+
 std::uint64_t add_metric(registered r) {
   if (!valid_name(r.name)) throw std::invalid_argument("cogwheel: not a Prometheus metric name: " + r.name);
+  if (!valid_labels(r.labels, r.what == registered::kind::histogram))
+    throw std::invalid_argument("cogwheel: not a Prometheus label set (name=\"escaped value\",...): " + r.labels);
   event_loop* loop = event_loop::current();
   r.core = loop != nullptr ? static_cast<int>(loop->core()) : -1;
   const std::lock_guard lock(registry_mutex());

@@ -25,7 +25,11 @@ class writer {
     out_ += "# HELP ";
     out_ += name;
     out_ += ' ';
-    out_ += help;
+    for (const char c : help) {  // the format's escapes for help text: \\ and \n
+      if (c == '\\') out_ += "\\\\";
+      else if (c == '\n') out_ += "\\n";
+      else out_ += c;
+    }
     out_ += "\n# TYPE ";
     out_ += name;
     out_ += ' ';

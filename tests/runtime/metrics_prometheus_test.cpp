@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,32 @@ TEST(prometheus, histogram_buckets_are_cumulative_at_most_twenty_and_end_at_the_
   EXPECT_NE(text.find("cogwheel_test_spread_seconds_count " + std::to_string(h.count()) + "\n"), std::string::npos);
   // le="0.001": values <= 1 ms are 1, 4, 13, ... 797161 (13 of them); the next is 2391484.
   EXPECT_NE(text.find("cogwheel_test_spread_seconds_bucket{le=\"0.001\"} 13\n"), std::string::npos) << text;
+}
+
+// One registration with a malformed label set would make the whole exposition unparseable (a
+// scraper then loses every metric of the process): it is refused when registered.
+TEST(prometheus, registering_malformed_labels_throws) {
+  counter c;
+  histogram h;
+  for (const char* bad : {"queue=\"a\"b\"", "queue=jobs", "9x=\"a\"", "queue=\"a\nb\"", "queue=\"a\\\"",
+                          "queue=\"a\\x\"", "queue=\"a\",", ",queue=\"a\"", "queue=\"a\" x=\"b\"", "__name__=\"a\"",
+                          "core=\"1\"", "queue=\"a\",queue=\"b\""})
+    EXPECT_THROW((void)register_counter("cogwheel_test_bad_total", "Bad.", c, bad), std::invalid_argument) << bad;
+  EXPECT_THROW((void)register_histogram("cogwheel_test_bad_seconds", "Bad.", h, "le=\"1\""), std::invalid_argument);
+  for (const char* good : {"", "queue=\"a\\\"b\"", "queue=\"a\\nb\",route=\"/x y\"", "queue=\"\"", "_q=\"\\\\\""})
+    EXPECT_NO_THROW((void)register_counter("cogwheel_test_good_total", "Good.", c, good)) << good;
+}
+
+// Help text is free text: its backslashes and newlines are escaped in the HELP line.
+TEST(prometheus, help_text_is_escaped) {
+  counter c;
+  c += 1;
+  const metric_registration r = register_counter("cogwheel_test_helpful", "Two lines:\nand a \\ backslash.", c);
+  const std::string text = to_prometheus(snapshot_metrics());
+  EXPECT_NE(text.find("# HELP cogwheel_test_helpful_total Two lines:\\nand a \\\\ backslash.\n"), std::string::npos) << text;
+  if (!test_support::promtool_available()) GTEST_SKIP() << "promtool not found: the escaping is checked, promtool is not run";
+  const test_support::promtool_verdict v = test_support::promtool_check(text);
+  EXPECT_TRUE(v.passed) << v.report;
 }
 
 }  // namespace

@@ -191,8 +191,12 @@ class metric_registration {
 };
 
 /// Registers c as `name` (a Prometheus name: [a-zA-Z_:][a-zA-Z0-9_:]*; `_total` is added on
-/// export). `labels` are extra labels (`queue="jobs"`); on a loop thread a `core` label is
-/// added. Thread-safe; throws std::invalid_argument on a malformed name.
+/// export). `labels` are extra labels as the text format writes them (`queue="jobs",route="/"`:
+/// each name once, values with `\`, `"` and newlines escaped as `\\`, `\"`, `\n`; the names
+/// `core`, `__`-prefixed ones and, for a histogram, `le` are reserved); on a loop thread a
+/// `core` label is added. The help text is free text (escaped on export). Thread-safe; throws
+/// std::invalid_argument on a malformed name or label set, which would otherwise make the whole
+/// exposition unparseable.
 metric_registration register_counter(std::string name, std::string help, const counter& c, std::string labels = {});
 /// As register_counter, for a gauge.
 metric_registration register_gauge(std::string name, std::string help, const gauge& g, std::string labels = {});
