@@ -162,9 +162,13 @@ void delay_queue::finished() noexcept {
 
 // A job became the earliest at `payload` (ms): wake the worker if its next claim would take
 // it too late (with a lookahead, a job is claimed claim_ahead(L) before it is due).
+// An announcement that is not an integer is ignored: Lua formats a time of 10^17 ms (3 million
+// years) or more as a float ("9.2233720368547758e+18", from schedule_after(milliseconds::max())),
+// whose leading digit read as a time woke the worker for a job it could not claim.
 void delay_queue::on_message(std::string_view payload) noexcept {
   std::int64_t at = 0;
-  std::from_chars(payload.data(), payload.data() + payload.size(), at);
+  const char* end = payload.data() + payload.size();
+  if (const auto [ptr, ec] = std::from_chars(payload.data(), end, at); ec != std::errc() || ptr != end) return;
   hint_ms_ = std::min(hint_ms_, at);
   if (idle_ != nullptr && at - claim_ahead(o_.lookahead.count()) < sleeping_until_ms_) {
     ++stats_.woken_by_message;
@@ -281,7 +285,7 @@ task<void> delay_queue::work() {
           const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
           const clock::time_point start_at = replied + std::chrono::microseconds(ahead_us);
           const clock::time_point lease_end =
-              sent + std::chrono::microseconds(ahead_us) + o_.visibility - detail::margin_of(o_);
+              detail::later_by(sent + std::chrono::microseconds(ahead_us), o_.visibility - detail::margin_of(o_));
           // Lateness by the server's clock: its TIME in the reply + local time since the reply.
           const std::int64_t late_us = now_us - j.due_ms * 1000;
           ++held_;

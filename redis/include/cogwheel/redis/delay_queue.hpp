@@ -166,7 +166,8 @@ struct queue_depth {
 /// A job in the dead set.
 struct dead_job {
   std::string id;            ///< the job's id
-  std::string payload;       ///< its bytes
+  std::string payload;       ///< its bytes; empty when over the queue's max_payload_bytes
+  std::size_t payload_bytes = 0;  ///< the payload's size (also when it was left out)
   std::int64_t died_ms = 0;  ///< when it was given up (Redis's clock)
   std::int64_t attempts = 0; ///< claims it had
   std::string reason;        ///< why it was given up (the last failure's message, an oversized payload...)
