@@ -89,8 +89,8 @@ task<result<queue_depth>> delay_queue::depth() {
 }
 
 namespace {
-// A page of list_dead: jobs and payload bytes per script (the first payload always goes, and
-// one over max_payload_bytes is left out), so that one reply stays far below max_reply_bytes
+// A page of list_dead: jobs, and bytes of their payloads, ids and reasons, per script (the
+// first job always goes, and a payload over max_payload_bytes is left out), so that one reply stays far below max_reply_bytes
 // and one script holds the server briefly, however large the dead set or the count asked.
 constexpr std::size_t dead_page_jobs = 256;
 constexpr std::size_t dead_page_bytes = 4u << 20;

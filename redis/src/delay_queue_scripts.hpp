@@ -382,9 +382,9 @@ return {redis.call('ZCARD', KEYS[1]), n, redis.call('ZCARD', KEYS[6])}
 // One page of the dead set. ARGV: offset, count (a page: at most a few hundred), page_bytes,
 // max_payload_bytes, then optionally the id of the previous page's last job: the page starts
 // right after it wherever it is now (jobs requeued or buried meanwhile shift no page), else at
-// offset. Payloads together stay under page_bytes (the first always goes), and one over
-// max_payload_bytes is left out (its size is told): a page stays far below the client's
-// max_reply_bytes, whatever the dead set holds. The offset is compared with ZCARD before it is
+// offset. Its payloads, ids and reasons together stay under page_bytes (the first job always
+// goes), and a payload over max_payload_bytes is left out (its size is told): a page stays far
+// below the client's max_reply_bytes, whatever the dead set holds. The offset is compared with ZCARD before it is
 // used, so no offset or count reaches ZRANGE as a float (Lua's numbers past 2^53 are).
 // -> {offset after the page, more (1: jobs follow), id, payload, died_ms, attempts, reason,
 //     payload bytes, ...}, oldest first.
@@ -402,18 +402,16 @@ local out, bytes, n = {0, 0}, 0, 0
 for i = 1, #ids, 2 do
   local id = ids[i]
   local size = redis.call('HSTRLEN', KEYS[3], id)
-  local payload = ''
-  if size <= max_payload then
-    if n > 0 and bytes + size > page then break end
-    bytes = bytes + size
-    payload = redis.call('HGET', KEYS[3], id) or ''
-  end
+  local reason = redis.call('HGET', KEYS[7], id) or ''
+  local kept = size <= max_payload and size or 0
+  bytes = bytes + #id + kept + #reason
+  if n > 0 and bytes > page then break end
   n = n + 1
   out[#out + 1] = id
-  out[#out + 1] = payload
+  out[#out + 1] = kept == size and redis.call('HGET', KEYS[3], id) or ''
   out[#out + 1] = ids[i + 1]
   out[#out + 1] = redis.call('HGET', KEYS[4], id) or '0'
-  out[#out + 1] = redis.call('HGET', KEYS[7], id) or ''
+  out[#out + 1] = reason
   out[#out + 1] = size
 end
 out[1] = start + n

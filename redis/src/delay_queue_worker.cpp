@@ -43,6 +43,11 @@ namespace {
 
 constexpr std::size_t max_ack_batch = 512;
 
+// A failure's text, stored as the dead job's reason, is cut to this: it is for a human, and an
+// exception's message may hold a whole body (2 MiB of them made every listing of the dead set
+// that reached them larger than the client's max_reply_bytes).
+constexpr std::size_t max_reason_bytes = 4096;
+
 // Jobs one claim takes at most, whatever the worker's free slots: the claim passes their ids to
 // one HMGET (Lua's unpack stops at ~8,000 values: a larger claim failed every time, and the
 // worker retried it forever), and a script holds the whole server while it runs (2,000 jobs from
@@ -399,6 +404,7 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
       }
     } else {
       ++stats_.failed;
+      if (why.size() > max_reason_bytes) why.resize(max_reason_bytes);
       const auto shift = std::min<std::int64_t>(j.attempt - 1, 30);
       const auto delay = std::min<std::int64_t>(o_.retry_initial.count() << shift, o_.retry_max.count());
       const command_arg args[] = {j.id, j.token, delay, o_.max_attempts, channel_, why};

@@ -2,12 +2,13 @@
 // list_dead with the largest count, over a dead set larger than one reply may be, and over a
 // payload larger than a reply may be; extend and visibility by the largest duration; extend to
 // less than the lease left; an announcement of a job due in millions of years; queue names and
-// ids with braces, spaces, binary bytes and nothing at all.
+// ids with braces, spaces, binary bytes and nothing at all; a failure's text of 2 MiB.
 #include <cogwheel/redis/delay_queue.hpp>
 
 #include <cogwheel/cogwheel.hpp>
 
 #include <limits>
+#include <stdexcept>
 #include <set>
 #include <string>
 #include <vector>
@@ -129,6 +130,35 @@ TEST_F(redis_delay_queue_limits, list_dead_leaves_out_a_payload_over_max_payload
     EXPECT_TRUE((*all)[0].payload.empty());
     EXPECT_EQ((*all)[0].payload_bytes, std::size_t{2} << 20);
     EXPECT_EQ((*all)[1].payload, "s");
+    EXPECT_EQ(c->stats().connects, 1u);
+  }());
+}
+
+// A handler's error text is the dead job's reason. Before, it was stored whole: an exception
+// whose text held a large body (2 MiB here) made every listing of the dead set that reached it
+// larger than the client's max_reply_bytes (refused, the connection dropped). It is cut to
+// 4 KiB now, and a page counts the reasons' bytes too.
+TEST_F(redis_delay_queue_limits, a_huge_failure_message_is_cut_and_the_dead_set_still_lists) {
+  run([&]() -> task<void> {
+    auto o = options();
+    o.max_reply_bytes = 1u << 20;
+    auto c = co_await redis::client::connect(o);
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(*co_await q.schedule("f" + std::to_string(i), "", wall_clock::now()));
+    auto handler = [&](const job&) -> task<result<void>> {
+      throw std::runtime_error(std::string(2 << 20, 'e'));
+      co_return result<void>();
+    };
+    auto w = worker();
+    w.max_attempts = 1;
+    co_await run_until_reported(q, handler, w, 3);
+    EXPECT_EQ(q.stats().dead, 3u);
+    auto dead = co_await q.list_dead(0, 10);
+    CO_ASSERT_OK(dead);
+    CO_ASSERT_TRUE(dead->size() == 3u);
+    EXPECT_LE((*dead)[0].reason.size(), 4200u);
+    EXPECT_EQ((*dead)[0].reason.substr(0, 40), "failed on attempt 1: exception: eeeeeeee");
     EXPECT_EQ(c->stats().connects, 1u);
   }());
 }
