@@ -183,6 +183,9 @@ void delay_queue::on_message(std::string_view payload) noexcept {
 
 task<result<void>> delay_queue::run(handler_type handler, worker_options options) {
   if (working_) co_return std::make_error_code(errc::operation_in_progress);
+  // No wait between claims is a busy loop of claim scripts; no lease, a deadline already past
+  // for every handler (each job cut and retried until dead).
+  if (options.max_wait.count() <= 0 || options.visibility.count() <= 0) co_return std::make_error_code(errc::invalid_argument);
   handler_ = std::move(handler);
   o_ = options;
   register_metrics();

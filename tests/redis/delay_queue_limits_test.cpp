@@ -2,7 +2,8 @@
 // list_dead with the largest count, over a dead set larger than one reply may be, and over a
 // payload larger than a reply may be; extend and visibility by the largest duration; extend to
 // less than the lease left; an announcement of a job due in millions of years; queue names and
-// ids with braces, spaces, binary bytes and nothing at all; a failure's text of 2 MiB.
+// ids with braces, spaces, binary bytes and nothing at all; a failure's text of 2 MiB; a worker
+// with no wait or no lease.
 #include <cogwheel/redis/delay_queue.hpp>
 
 #include <cogwheel/cogwheel.hpp>
@@ -243,6 +244,27 @@ TEST_F(redis_delay_queue_limits, a_job_due_in_millions_of_years_wakes_no_worker)
     auto d = co_await q.depth();
     CO_ASSERT_OK(d);
     EXPECT_EQ(d->due, 5);
+  }());
+}
+
+// Before: max_wait 0 made a worker on an empty queue claim in a busy loop (thousands of claim
+// scripts a second), and visibility 0 gave every handler a deadline already past (each job cut
+// and retried until dead). run() refuses both now, before it connects or claims anything.
+TEST_F(redis_delay_queue_limits, a_worker_without_a_wait_or_a_lease_is_refused) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    auto handler = [&](const job&) -> task<result<void>> { co_return result<void>(); };
+    for (int bad = 0; bad < 3; ++bad) {
+      auto w = worker();
+      if (bad == 0) w.max_wait = 0ms;
+      if (bad == 1) w.visibility = 0ms;
+      if (bad == 2) w.visibility = -1s;
+      auto r = co_await with_timeout(q.run(handler, w), 200ms);
+      EXPECT_EQ(r.error(), std::make_error_code(errc::invalid_argument)) << bad;
+    }
+    EXPECT_EQ(q.stats().claims, 0u);
   }());
 }
 

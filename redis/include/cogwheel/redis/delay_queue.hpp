@@ -212,7 +212,8 @@ class delay_queue {
   /// they have finished and been reported (errc::operation_canceled when it was stopped from
   /// outside, so a with_timeout around it answers timed_out). A handler's error, exception (of any type) or
   /// timeout is a failure: retried after a back-off, up to max_attempts. errc::not_supported
-  /// on a loop with a paused clock (its sleeps jump: the worker would claim in a busy loop).
+  /// on a loop with a paused clock (its sleeps jump: the worker would claim in a busy loop);
+  /// errc::invalid_argument for a max_wait or a visibility that is not positive.
   using handler_type = std::function<task<result<void>>(const job&)>;
   /// See above.
   task<result<void>> run(handler_type handler, worker_options options);
