@@ -156,15 +156,20 @@ void connection::close() noexcept {
   wake(backoff_);
 }
 
+// Only a connection with subscriptions receives messages, and it sends no command whose reply
+// could look like one (Redis allows it PING, whose reply is ["pong", x]). Elsewhere an array
+// "message", channel, text is data (LRANGE of such a list) and goes to its command. A message
+// without on_message is dropped: it is no reply, and taking it for one would drop the
+// connection at each message.
 bool connection::route_message(const reply& r) {
-  if (!options_.on_message || !r.is_array() || r.size() < 3) return false;
+  if (options_.subscriptions.empty() || !r.is_array() || r.size() < 3) return false;
   const std::string_view kind = r[0].str();
   if (kind == "message" && r.size() == 3) {
-    options_.on_message(r[1].str(), r[2].str());
+    if (options_.on_message) options_.on_message(r[1].str(), r[2].str());
     return true;
   }
   if (kind == "pmessage" && r.size() == 4) {
-    options_.on_message(r[2].str(), r[3].str());
+    if (options_.on_message) options_.on_message(r[2].str(), r[3].str());
     return true;
   }
   return false;

@@ -88,17 +88,34 @@ task<result<queue_depth>> delay_queue::depth() {
   co_return queue_depth{int_of((*r)[0]), int_of((*r)[1]), int_of((*r)[2])};
 }
 
+namespace {
+// A page of list_dead: jobs, and bytes of their payloads, ids and reasons, per script (the
+// first job always goes, and a payload over max_payload_bytes is left out), so that one reply stays far below max_reply_bytes
+// and one script holds the server briefly, however large the dead set or the count asked.
+constexpr std::size_t dead_page_jobs = 256;
+constexpr std::size_t dead_page_bytes = 4u << 20;
+constexpr std::size_t dead_fields = 6;  // id, payload, died_ms, attempts, reason, payload bytes
+}  // namespace
+
 task<result<std::vector<dead_job>>> delay_queue::list_dead(std::size_t offset, std::size_t count) {
   std::vector<dead_job> out;
-  if (count == 0) co_return out;
-  const command_arg args[] = {offset, count};
-  auto r = co_await call(list_dead_, args);
-  if (!r) co_return r.error();
-  if (!r->is_array()) co_return make_error_code(error::unexpected_type);
-  const auto f = r->elements();
-  for (std::size_t i = 0; i + 4 < f.size(); i += 5) {
-    out.push_back(dead_job{std::string(f[i].str()), std::string(f[i + 1].str()), int_of(f[i + 2]),
-                           int_of(f[i + 3]), std::string(f[i + 4].str())});
+  while (out.size() < count) {
+    const std::size_t page = std::min(count - out.size(), dead_page_jobs);
+    // After the first page, the next starts after the last job listed (the offset is the
+    // fallback when that job left the dead set meanwhile).
+    const command_arg args[] = {offset, page, dead_page_bytes, qopts_.max_payload_bytes,
+                                out.empty() ? command_arg("") : command_arg(out.back().id)};
+    auto r = co_await call(list_dead_, std::span(args, out.empty() ? 4 : 5));
+    if (!r) co_return r.error();
+    if (!r->is_array() || r->size() < 2 || (r->size() - 2) % dead_fields != 0) co_return make_error_code(error::unexpected_type);
+    const auto f = r->elements();
+    for (std::size_t i = 2; i < f.size(); i += dead_fields) {
+      out.push_back(dead_job{std::string(f[i].str()), std::string(f[i + 1].str()),
+                             static_cast<std::size_t>(int_of(f[i + 5])), int_of(f[i + 2]), int_of(f[i + 3]),
+                             std::string(f[i + 4].str())});
+    }
+    if (f.size() == 2 || int_of(f[1]) != 1) break;  // the end of the dead set
+    offset = static_cast<std::size_t>(int_of(f[0]));
   }
   co_return out;
 }
@@ -110,6 +127,7 @@ task<result<bool>> delay_queue::requeue_dead(std::string id, std::chrono::millis
 
 task<result<bool>> delay_queue::extend(const job& j, std::chrono::milliseconds visibility) {
   const clock::time_point sent = now();
+  visibility = std::max(visibility, std::chrono::milliseconds::zero());  // the server never shortens
   const command_arg args[] = {j.id, j.token, visibility.count()};
   auto r = co_await call(extend_, args);
   if (!r) co_return r.error();
@@ -119,8 +137,13 @@ task<result<bool>> delay_queue::extend(const job& j, std::chrono::milliseconds v
   }
   if (!r->is_array()) co_return make_error_code(error::unexpected_type);
   // The server stamped the new expiry after `sent`: ending the margin before sent + visibility,
-  // the handler's deadline stays inside the lease.
-  if (j.lease_ != nullptr) j.lease_->reset_to(sent + visibility - detail::margin_of(o_));
+  // the handler's deadline stays inside the lease. Like the lease, it is never shortened (the
+  // reply's expiry is the server's clock, the deadline the local one: the deadline only moves
+  // later, which the server's max() makes safe).
+  if (j.lease_ != nullptr) {
+    const clock::time_point until = detail::later_by(sent, visibility - detail::margin_of(o_));
+    if (until > j.lease_->expiry()) j.lease_->reset_to(until);
+  }
   co_return true;
 }
 

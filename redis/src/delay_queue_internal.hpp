@@ -26,6 +26,14 @@ inline std::int64_t int_of(const reply& r) noexcept {
   return 0;
 }
 
+// t + d, saturating at time_point::max(): a lease of milliseconds::max() would overflow the
+// clock's nanoseconds into the past (the handler cut at once) instead of lasting.
+inline clock::time_point later_by(clock::time_point t, std::chrono::milliseconds d) noexcept {
+  if (d <= std::chrono::milliseconds::zero()) return t + d;
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - t);
+  return d >= room ? clock::time_point::max() : t + d;
+}
+
 // How long before its lease a handler's deadline ends.
 inline std::chrono::milliseconds margin_of(const worker_options& o) noexcept {
   if (o.lease_margin.count() >= 0) return o.lease_margin;

@@ -379,18 +379,43 @@ end
 return {redis.call('ZCARD', KEYS[1]), n, redis.call('ZCARD', KEYS[6])}
 )";
 
-// ARGV: offset, count. -> {id, payload, died_ms, attempts, reason, ...}, oldest first.
+// One page of the dead set. ARGV: offset, count (a page: at most a few hundred), page_bytes,
+// max_payload_bytes, then optionally the id of the previous page's last job: the page starts
+// right after it wherever it is now (jobs requeued or buried meanwhile shift no page), else at
+// offset. Its payloads, ids and reasons together stay under page_bytes (the first job always
+// goes), and a payload over max_payload_bytes is left out (its size is told): a page stays far
+// below the client's max_reply_bytes, whatever the dead set holds. The offset is compared with ZCARD before it is
+// used, so no offset or count reaches ZRANGE as a float (Lua's numbers past 2^53 are).
+// -> {offset after the page, more (1: jobs follow), id, payload, died_ms, attempts, reason,
+//     payload bytes, ...}, oldest first.
 inline constexpr const char* list_dead_lua = R"(
-local ids = redis.call('ZRANGE', KEYS[6], ARGV[1], tonumber(ARGV[1]) + tonumber(ARGV[2]) - 1, 'WITHSCORES')
-local out = {}
+local card = redis.call('ZCARD', KEYS[6])
+local start = tonumber(ARGV[1])
+if ARGV[5] then
+  local r = redis.call('ZRANK', KEYS[6], ARGV[5])
+  if r then start = r + 1 end
+end
+if start >= card then return {card, 0} end
+local ids = redis.call('ZRANGE', KEYS[6], start, start + tonumber(ARGV[2]) - 1, 'WITHSCORES')
+local page, max_payload = tonumber(ARGV[3]), tonumber(ARGV[4])
+local out, bytes, n = {0, 0}, 0, 0
 for i = 1, #ids, 2 do
   local id = ids[i]
+  local size = redis.call('HSTRLEN', KEYS[3], id)
+  local reason = redis.call('HGET', KEYS[7], id) or ''
+  local kept = size <= max_payload and size or 0
+  bytes = bytes + #id + kept + #reason
+  if n > 0 and bytes > page then break end
+  n = n + 1
   out[#out + 1] = id
-  out[#out + 1] = redis.call('HGET', KEYS[3], id) or ''
+  out[#out + 1] = kept == size and redis.call('HGET', KEYS[3], id) or ''
   out[#out + 1] = ids[i + 1]
   out[#out + 1] = redis.call('HGET', KEYS[4], id) or '0'
-  out[#out + 1] = redis.call('HGET', KEYS[7], id) or ''
+  out[#out + 1] = reason
+  out[#out + 1] = size
 end
+out[1] = start + n
+out[2] = start + n < card and 1 or 0
 return out
 )";
 

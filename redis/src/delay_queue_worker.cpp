@@ -43,6 +43,11 @@ namespace {
 
 constexpr std::size_t max_ack_batch = 512;
 
+// A failure's text, stored as the dead job's reason, is cut to this: it is for a human, and an
+// exception's message may hold a whole body (2 MiB of them made every listing of the dead set
+// that reached them larger than the client's max_reply_bytes).
+constexpr std::size_t max_reason_bytes = 4096;
+
 // Jobs one claim takes at most, whatever the worker's free slots: the claim passes their ids to
 // one HMGET (Lua's unpack stops at ~8,000 values: a larger claim failed every time, and the
 // worker retried it forever), and a script holds the whole server while it runs (2,000 jobs from
@@ -162,9 +167,13 @@ void delay_queue::finished() noexcept {
 
 // A job became the earliest at `payload` (ms): wake the worker if its next claim would take
 // it too late (with a lookahead, a job is claimed claim_ahead(L) before it is due).
+// An announcement that is not an integer is ignored: Lua formats a time of 10^17 ms (3 million
+// years) or more as a float ("9.2233720368547758e+18", from schedule_after(milliseconds::max())),
+// whose leading digit read as a time woke the worker for a job it could not claim.
 void delay_queue::on_message(std::string_view payload) noexcept {
   std::int64_t at = 0;
-  std::from_chars(payload.data(), payload.data() + payload.size(), at);
+  const char* end = payload.data() + payload.size();
+  if (const auto [ptr, ec] = std::from_chars(payload.data(), end, at); ec != std::errc() || ptr != end) return;
   hint_ms_ = std::min(hint_ms_, at);
   if (idle_ != nullptr && at - claim_ahead(o_.lookahead.count()) < sleeping_until_ms_) {
     ++stats_.woken_by_message;
@@ -174,6 +183,9 @@ void delay_queue::on_message(std::string_view payload) noexcept {
 
 task<result<void>> delay_queue::run(handler_type handler, worker_options options) {
   if (working_) co_return std::make_error_code(errc::operation_in_progress);
+  // No wait between claims is a busy loop of claim scripts; no lease, a deadline already past
+  // for every handler (each job cut and retried until dead).
+  if (options.max_wait.count() <= 0 || options.visibility.count() <= 0) co_return std::make_error_code(errc::invalid_argument);
   handler_ = std::move(handler);
   o_ = options;
   register_metrics();
@@ -281,7 +293,7 @@ task<void> delay_queue::work() {
           const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
           const clock::time_point start_at = replied + std::chrono::microseconds(ahead_us);
           const clock::time_point lease_end =
-              sent + std::chrono::microseconds(ahead_us) + o_.visibility - detail::margin_of(o_);
+              detail::later_by(sent + std::chrono::microseconds(ahead_us), o_.visibility - detail::margin_of(o_));
           // Lateness by the server's clock: its TIME in the reply + local time since the reply.
           const std::int64_t late_us = now_us - j.due_ms * 1000;
           ++held_;
@@ -395,6 +407,7 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
       }
     } else {
       ++stats_.failed;
+      if (why.size() > max_reason_bytes) why.resize(max_reason_bytes);
       const auto shift = std::min<std::int64_t>(j.attempt - 1, 30);
       const auto delay = std::min<std::int64_t>(o_.retry_initial.count() << shift, o_.retry_max.count());
       const command_arg args[] = {j.id, j.token, delay, o_.max_attempts, channel_, why};

@@ -272,5 +272,33 @@ TEST_F(redis_client, a_script_reply_nested_deeper_than_hiredis_allows_keeps_the_
   }());
 }
 
+// Commands cut by their timeouts while their 4 MiB replies stream in (the cut lands before,
+// during or after the reply's bytes are read): the replies are read to their end and dropped,
+// and the command behind each gets its own reply, on the same connection.
+TEST_F(redis_client, commands_cut_while_their_large_replies_are_half_read_leave_the_others_in_step) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    const std::string big(4 << 20, 'b');
+    CO_ASSERT_OK(co_await c->command("SET", "big", big));
+    int cut = 0;
+    for (int i = 0; i < 40; ++i) {
+      auto get = [&]() -> task<void> {
+        auto r = co_await with_timeout(c->command("GET", "big"), std::chrono::microseconds(250 * i));
+        if (r) EXPECT_EQ(r->str().size(), big.size()); else ++cut;
+      };
+      auto echo = [&]() -> task<void> {
+        auto r = co_await c->command("ECHO", i);
+        CO_ASSERT_OK(r);
+        EXPECT_EQ(r->str(), std::to_string(i));
+      };
+      co_await when_all(get(), echo());
+    }
+    EXPECT_GT(cut, 0);
+    EXPECT_EQ(c->stats().discarded_replies, static_cast<std::uint64_t>(cut));
+    EXPECT_EQ(c->stats().connects, 1u);
+  }());
+}
+
 }  // namespace
 }  // namespace cogwheel::redis_test

@@ -104,7 +104,8 @@ struct client_options {
   /// A client with subscriptions should send no other commands (Redis allows few of them).
   std::vector<std::string> subscriptions = {};
   /// Called on the client's core for each message of `subscriptions`; the views are valid
-  /// during the call only. Must not throw.
+  /// during the call only. Must not throw. Unset, messages are dropped; without
+  /// subscriptions it is never called (a reply shaped like a message is its command's).
   std::function<void(std::string_view channel, std::string_view message)> on_message = {};
 };
 

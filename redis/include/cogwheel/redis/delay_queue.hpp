@@ -166,7 +166,8 @@ struct queue_depth {
 /// A job in the dead set.
 struct dead_job {
   std::string id;            ///< the job's id
-  std::string payload;       ///< its bytes
+  std::string payload;       ///< its bytes; empty when over the queue's max_payload_bytes
+  std::size_t payload_bytes = 0;  ///< the payload's size (also when it was left out)
   std::int64_t died_ms = 0;  ///< when it was given up (Redis's clock)
   std::int64_t attempts = 0; ///< claims it had
   std::string reason;        ///< why it was given up (the last failure's message, an oversized payload...)
@@ -211,7 +212,8 @@ class delay_queue {
   /// they have finished and been reported (errc::operation_canceled when it was stopped from
   /// outside, so a with_timeout around it answers timed_out). A handler's error, exception (of any type) or
   /// timeout is a failure: retried after a back-off, up to max_attempts. errc::not_supported
-  /// on a loop with a paused clock (its sleeps jump: the worker would claim in a busy loop).
+  /// on a loop with a paused clock (its sleeps jump: the worker would claim in a busy loop);
+  /// errc::invalid_argument for a max_wait or a visibility that is not positive.
   using handler_type = std::function<task<result<void>>(const job&)>;
   /// See above.
   task<result<void>> run(handler_type handler, worker_options options);
