@@ -98,6 +98,13 @@ std::size_t request_parser::take_simple_request(std::string_view data) noexcept 
 request_parser::step request_parser::feed_parser(std::string_view data) noexcept {
   std::size_t used = 0;
   for (;;) {
+    // CR and LF before a request: http_parser skips them (RFC 9112 §2.2), but in the run that
+    // then begins the head they would count toward its limit, and a byte at a time they would
+    // not (the message has not begun). Skipped here, they never count.
+    if (!in_message_) {
+      while (used < data.size() && (data[used] == '\r' || data[used] == '\n')) ++used;
+      if (used == data.size()) return {event::need_more, used};
+    }
     http_parser_pause(&parser_, 0);
     const bool in_head = !in_body();  // then this run ends at the end of the head at the latest
     const bool trailing = in_trailers_;
