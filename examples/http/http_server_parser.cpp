@@ -98,6 +98,13 @@ std::size_t request_parser::take_simple_request(std::string_view data) noexcept 
 request_parser::step request_parser::feed_parser(std::string_view data) noexcept {
   std::size_t used = 0;
   for (;;) {
+    // CR and LF before a request: http_parser skips them (RFC 9112 §2.2), but in the run that
+    // then begins the head they would count toward its limit, and a byte at a time they would
+    // not (the message has not begun). Skipped here, they never count.
+    if (!in_message_) {
+      while (used < data.size() && (data[used] == '\r' || data[used] == '\n')) ++used;
+      if (used == data.size()) return {event::need_more, used};
+    }
     http_parser_pause(&parser_, 0);
     const bool in_head = !in_body();  // then this run ends at the end of the head at the latest
     const bool trailing = in_trailers_;
@@ -105,15 +112,29 @@ request_parser::step request_parser::feed_parser(std::string_view data) noexcept
     // max_header_bytes: past it the request is refused with 431 at that byte, so whatever
     // follows (a byte http_parser would refuse, a callback's late verdict on a long field) can
     // never turn it into a 400 in one read and leave it a 431 in another.
+    // The same for a chunked body's framing: a run may end mid-data (the framing after it is
+    // then counted from its last body byte), never past the framing's limit.
+    const bool framing = !in_head && !trailing && (parser_.flags & F_CHUNKED) != 0;
     std::size_t len = data.size() - used;
     if (in_head || trailing) {
       const std::size_t so_far = trailing ? trailer_bytes_ : in_message_ ? head_bytes_ : 0;
       len = std::min(len, limits_.max_header_bytes + 1 - so_far);
+    } else if (framing) {
+      len = std::min(len, limits_.max_header_bytes + 1 - framing_bytes_);
     }
-    const std::size_t n = http_parser_execute(&parser_, &settings(), data.data() + used, len);
+    body_end_ = nullptr;
+    const char* const start = data.data() + used;
+    const std::size_t n = http_parser_execute(&parser_, &settings(), start, len);
     used += n;
     const http_errno err = HTTP_PARSER_ERRNO(&parser_);
     const bool going = err == HPE_OK || err == HPE_PAUSED;
+    if (framing && going) {
+      framing_bytes_ = body_end_ != nullptr ? static_cast<std::size_t>(start + n - body_end_) : framing_bytes_ + n;
+      if (framing_bytes_ > limits_.max_header_bytes) {
+        status_ = 400;
+        return {event::failed, used};
+      }
+    }
     if (in_head && in_message_ && going) {
       // Paused at the end of the head, the parser has not consumed the head's final LF yet.
       head_bytes_ += n + (err == HPE_PAUSED ? 1 : 0);
@@ -176,6 +197,7 @@ void request_parser::begin_message() noexcept {
   bad_transfer_encoding_ = false;
   in_query_ = false;
   trailer_bytes_ = 0;
+  framing_bytes_ = 0;
   trailers_begin_ = false;
   in_trailers_ = false;
 }
@@ -255,6 +277,7 @@ int request_parser::on_body(http_parser* p, const char* at, std::size_t n) noexc
     return -1;
   }
   if (r.keep_body_) r.body_.append(at, n);
+  r.body_end_ = at + n;
   return 0;
 }
 

@@ -6,7 +6,11 @@
 // Limits are checked as bytes arrive, not after: a head over max_header_bytes fails as soon as
 // its byte max_header_bytes + 1 is fed (431), a Content-Length over max_body_bytes at the end of
 // the head (413), a chunked body as soon as its decoded size passes the limit (413), a chunked
-// body's trailer section as soon as it passes max_header_bytes (431). A Transfer-Encoding other
+// body's trailer section as soon as it passes max_header_bytes (431), a chunk's framing (its
+// size line with extensions and leading zeros, and the CRLFs, from the end of one chunk's data to
+// the start of the next's) as soon as it passes max_header_bytes (400: http_parser counts a size
+// line up to 80 KiB only, and none of it is body, so a body of one-byte chunks could otherwise
+// be read for 80 GiB within the body limit). A Transfer-Encoding other
 // than "chunked" is 501 (nginx does the same); every other malformed input is 400, among them a
 // header name with whitespace before its colon (RFC 9112 §5.1: a server MUST reject it, since
 // another server on the path may read "Content-Length : 5" differently, the start of request
@@ -122,6 +126,8 @@ class request_parser {
   std::size_t head_bytes_ = 0;   // bytes of the current head parsed so far
   std::uint64_t body_bytes_ = 0;
   std::size_t trailer_bytes_ = 0;  // bytes of the current chunked body's trailer section so far
+  std::size_t framing_bytes_ = 0;  // bytes of chunk framing since the last body byte
+  const char* body_end_ = nullptr;  // end of the last body piece of the current execute
   std::string path_;             // the request target up to '?', bounded by max_header_bytes
   std::string_view path_view_;   // path(): path_, or a simple request's target in its input
   std::string body_;

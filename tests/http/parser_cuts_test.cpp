@@ -61,4 +61,20 @@ TEST(http_parser_cuts, a_head_past_the_limit_is_431_even_when_a_bad_byte_follows
   EXPECT_EQ(events(ok, 1), "head done head done ");
 }
 
+TEST(http_parser_cuts, blank_lines_before_a_head_are_not_counted_into_it) {
+  // A head 10 bytes under the limit after 100 blank lines, at the start and after a request:
+  // read, whole or a byte at a time (whole, the blank lines went into the same http_parser run
+  // as the head and counted toward its limit: 431; a byte at a time they did not).
+  const std::size_t limit = parser_limits{}.max_header_bytes;
+  const std::string start = "POST /a HTTP/1.1\r\nContent-Length: 0\r\nX-Pad: ";
+  const std::string head = start + std::string(limit - 10 - start.size() - 4, 'p') + "\r\n\r\n";
+  const std::string blank(100, '\n');
+  for (const std::string& stream : {blank + head, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n" + blank + head}) {
+    const std::string want = stream.front() == '\n' ? "head done " : "head done head done ";
+    EXPECT_EQ(events(stream, stream.size()), want);
+    EXPECT_EQ(events(stream, 1), want);
+    EXPECT_EQ(events(stream, 7), want);
+  }
+}
+
 }  // namespace

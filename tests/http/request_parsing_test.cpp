@@ -1,7 +1,7 @@
 // How the HTTP server reads what RFC 9112 leaves no room on: a header name with whitespace before
 // its colon is refused (so nothing smuggled behind it is answered), an HTTP/1.0 client that asks
-// for keep-alive is told so, a chunked body's trailers are held to the head's limit, and a target
-// in absolute form is routed by its path.
+// for keep-alive is told so, a chunked body's trailers and each chunk's framing are held to the
+// head's limit, and a target in absolute form is routed by its path.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -156,6 +156,27 @@ TEST(http_request_parsing, chunked_trailers_are_refused_as_soon_as_they_pass_the
   const auto got = parse_responses(c.received);
   ASSERT_EQ(got.size(), 1u) << c.received;
   EXPECT_EQ(got[0].status, 431);
+}
+
+// A chunk's framing is the bytes from the end of one chunk's data to the start of the next's:
+// the CRLF, the size line with its extensions, its CRLF. Without a limit a body of one-byte
+// chunks could carry up to 80 KiB of it per chunk (http_parser's own limit on a size line).
+TEST(http_request_parsing, the_chunk_framing_limit_is_exact_and_holds_however_the_bytes_are_split) {
+  server_config cfg;
+  cfg.max_header_bytes = 1024;
+  for (const std::size_t framing : {std::size_t{1024}, std::size_t{1025}}) {
+    const std::string head = "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    const std::string request = head + "4\r\nWiki\r\n5;" + std::string(framing - 6, 'x') + "\r\npedia\r\n0\r\n\r\n";
+    const std::size_t from = head.size() + 7;  // the end of "Wiki"
+    for (std::size_t cut = from - 3; cut < from + framing + 3; cut += 7) {
+      server_stats stats;
+      const closed_at c = exchange_split(cfg, stats, request, cut, 5s);
+      const auto got = parse_responses(c.received);
+      ASSERT_EQ(got.size(), 1u) << "framing " << framing << ", split at " << cut;
+      EXPECT_EQ(got[0].status, framing <= 1024 ? 200 : 400) << "framing " << framing << ", split at " << cut;
+      if (framing <= 1024) EXPECT_EQ(got[0].body, "Wikipedia");
+    }
+  }
 }
 
 struct absolute_target {

@@ -93,6 +93,14 @@ struct refusal {
   int status;
 };
 
+// 40 chunks of one byte, each size line `head`, 50,000 bytes of `pad`, `tail` (2 MB of framing
+// in all), and the last chunk.
+std::string chunks(std::string_view head, char pad, std::string_view tail) {
+  std::string all;
+  for (int i = 0; i < 40; ++i) ((all += head) += std::string(50000, pad)) += std::string(tail) + "\r\nx\r\n";
+  return all + "0\r\n\r\n";
+}
+
 class http_refusals : public testing::TestWithParam<refusal> {};
 
 TEST_P(http_refusals, answers_its_status_and_closes) {
@@ -122,6 +130,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n" + std::string(1000, 'b') +
                     "\r\n1\r\nc\r\n0\r\n\r\n",
                 413},
+        // A chunk's framing (its size line, extensions and CRLFs) is held to max_header_bytes:
+        // http_parser counts each size line up to 80 KiB only, and none of it is body, so a
+        // request of chunks of one byte each under 80 KiB of extension or leading zeros could
+        // go on for 80 GiB within the body limit (each read restarting the body timeout).
+        refusal{"long_chunk_extensions", "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks("1;", 'e', ""), 400},
+        refusal{"long_zeros_in_chunk_sizes", "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks("", '0', "1"), 400},
         refusal{"unsupported_transfer_coding", "POST /echo HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nxx", 501},
         refusal{"unknown_path", "GET /nothing HTTP/1.1\r\nConnection: close\r\n\r\n", 404},
         refusal{"wrong_method_on_echo", "GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n", 404}),

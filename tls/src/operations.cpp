@@ -45,6 +45,10 @@ task<result<std::size_t>> read(state_ref s, std::span<std::byte> buf) {
     const int kind = SSL_get_error(s->ssl, n);
     if (kind == SSL_ERROR_ZERO_RETURN) co_return std::size_t{0};  // close_notify
     if (kind != SSL_ERROR_WANT_READ) co_return ssl_failure(*s, n);
+    // What reading sealed goes out now, not with the next write: a peer that sends nothing but
+    // records the stream must answer (renegotiation attempts) would otherwise have every
+    // answer held for it, without bound, by a connection that never writes.
+    if (auto sealed = send_what_reading_sealed(*s); !sealed) co_return sealed.error();
     // Nothing decrypted yet: wait for more ciphertext. A cut here loses nothing, since what
     // OpenSSL took of a partial record stays in the session.
     auto got = co_await fill(*s);

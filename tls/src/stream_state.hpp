@@ -94,5 +94,12 @@ task<result<void>> fill(stream_state& s);
 task<result<void>> flush(stream_state& s);
 // Runs the handshake to its end, sending what it produces (accept and connect).
 task<result<void>> handshake(stream_state& s);
+// Records OpenSSL sealed while reading (a TLS 1.2 warning alert refusing a renegotiation), sent
+// at once without waiting for the socket when nothing is queued ahead of them (no write in
+// flight, no record of a cut write left). error::protocol_error when more than
+// max_unsent_by_reading bytes stay unsent: a peer that keeps making the stream answer without
+// reading the answers, which would otherwise be held for it without bound.
+inline constexpr std::size_t max_unsent_by_reading = 64 * 1024;
+result<void> send_what_reading_sealed(stream_state& s) noexcept;
 
 }  // namespace cogwheel::tls::detail

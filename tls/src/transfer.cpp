@@ -5,6 +5,8 @@
 #include <openssl/err.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+
 #include <cogwheel/tls/error.hpp>
 
 #include "stream_state.hpp"
@@ -72,6 +74,25 @@ task<result<void>> flush(stream_state& s) {
       co_return r.error();
     }
   }
+}
+
+result<void> send_what_reading_sealed(stream_state& s) noexcept {
+  if (s.out.empty()) return {};
+  // A write in flight, or records a cut write left, go first: `out` is sent after them by the
+  // next flush. A broken record stream sends nothing more.
+  if (!s.writing && !s.closed && !s.write_failed && s.sent == s.sending.size()) {
+    const ssize_t k = ::send(s.tcp.native_handle(), s.out.data(), s.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k > 0) {
+      s.out.erase(s.out.begin(), s.out.begin() + k);
+      if (s.out.empty()) give_back(s.out);  // an idle stream holds no buffer
+    } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      s.write_failed = std::error_code(errno, std::system_category());
+    }
+  }
+  // Only a peer that does not read lets this pile up: one read's records (a pooled buffer of
+  // ClientHellos, 33 B each) seal fewer bytes of alerts (31 B each) than the read brought.
+  if (s.out.size() > max_unsent_by_reading) return make_error_code(error::protocol_error);
+  return {};
 }
 
 task<result<void>> handshake(stream_state& s) {

@@ -14,8 +14,12 @@
 //    error from the socket (EPIPE, ECONNRESET...) leaves the stream broken: later writes fail
 //    with error::stream_broken.
 //  - One read and one write may be in flight at once (a second of the same kind fails with
-//    errc::operation_in_progress). A read that must send something (a TLS 1.3 KeyUpdate
-//    response) queues it behind the write side: it goes out with the next write or shutdown().
+//    errc::operation_in_progress). What OpenSSL seals while reading (a TLS 1.2 alert refusing
+//    a renegotiation) is sent by the read at once, without waiting for the socket, unless a
+//    write is in flight or left records queued: then it goes out behind them, with that write
+//    or the next write or shutdown() (a TLS 1.3 KeyUpdate response is sealed by the next write
+//    itself). A read fails with error::protocol_error when more than 64 KiB of such records
+//    stay unsent: a peer that keeps making the stream answer without reading the answers.
 //  - A peer that closes without close_notify is error::truncated, never a clean 0.
 //
 // An idle stream holds no ciphertext buffer: reads take the bytes from the core's shared
