@@ -174,7 +174,9 @@ TEST(http_request_parsing, the_chunk_framing_limit_is_exact_and_holds_however_th
       const auto got = parse_responses(c.received);
       ASSERT_EQ(got.size(), 1u) << "framing " << framing << ", split at " << cut;
       EXPECT_EQ(got[0].status, framing <= 1024 ? 200 : 400) << "framing " << framing << ", split at " << cut;
-      if (framing <= 1024) EXPECT_EQ(got[0].body, "Wikipedia");
+      if (framing <= 1024) {
+        EXPECT_EQ(got[0].body, "Wikipedia");
+      }
     }
   }
 }
