@@ -424,7 +424,9 @@ TEST_F(redis_delay_queue_life, a_full_worker_claims_again_when_a_quarter_of_its_
     for (int i = 0; i < jobs; ++i) EXPECT_TRUE(*co_await q.schedule_after("b" + std::to_string(i), "", 0ms));
     auto handler = [&](const job&) -> task<result<void>> {
       // 1..16 ms in turn: the slots free one at a time, about a millisecond apart.
-      co_await sleep_for(std::chrono::milliseconds(1 + started++ % concurrency));
+      const auto ms = std::chrono::milliseconds(1 + started % concurrency);
+      ++started;
+      co_await sleep_for(ms);
       ++fired;
       co_return result<void>();
     };
