@@ -233,6 +233,7 @@ task<void> delay_queue::work() {
   while (!stopping_) {
     std::int64_t wait_ms = o_.max_wait.count();
     std::int64_t now_ms = 0;
+    bool slot_bound = false;  // more is due than the free slots, fewer than a quarter, may take
     if (running_ + held_ < o_.concurrency) {
       const unsigned limit = std::min(o_.concurrency - running_ - held_, max_claim_jobs);
       // The acknowledgements gathered so far go with the claim (up to a batch); a failed
@@ -300,11 +301,16 @@ task<void> delay_queue::work() {
           ++stats_.jobs;
           spawn(run_job(std::move(j), start_at, lease_end, late_us - to_us(replied.time_since_epoch())));
         }
+        // More may be due already: claim again at once with a quarter of the slots free (at
+        // least one), else wait for finished() to free them, as a full worker does. Claiming
+        // for each slot that freed while the claim was on its way costs a script per job.
         const bool more = int_of((*r)[4]) == 1;
-        if (more && running_ + held_ < o_.concurrency) continue;  // more may be due already
+        const unsigned refill = std::max(1u, o_.concurrency / 4);
+        if (more && running_ + held_ + refill <= o_.concurrency) continue;
+        slot_bound = more;
         const std::int64_t next_due = int_of((*r)[2]);
         const std::int64_t next_expiry = int_of((*r)[3]);
-        if (next_due >= 0) {
+        if (next_due >= 0 && !slot_bound) {
           // With a lookahead: claim again when three quarters of it are used up, or
           // claim_ahead before the next due job; each worker offset by its own jitter.
           const std::int64_t ahead = claim_ahead(lookahead);
@@ -313,14 +319,14 @@ task<void> delay_queue::work() {
           wait_ms = std::min(wait_ms, std::max<std::int64_t>(at - now_ms, 0));
         }
         if (next_expiry >= 0) wait_ms = std::min(wait_ms, std::max<std::int64_t>(next_expiry - now_ms, 0));
-        if (hint_ms_ - claim_ahead(lookahead) < now_ms + wait_ms) continue;  // announced while the claim was on its way
+        if (!slot_bound && hint_ms_ - claim_ahead(lookahead) < now_ms + wait_ms) continue;  // announced while the claim was on its way
       }
     }
     if (stopping_) break;
     {
       sleep_operation idle = sleep_for(std::chrono::milliseconds(wait_ms));
       // Waiting for a free slot, an earlier job changes nothing.
-      const bool claims_next = running_ + held_ < o_.concurrency;
+      const bool claims_next = !slot_bound && running_ + held_ < o_.concurrency;
       sleeping_until_ms_ = claims_next ? now_ms + wait_ms : INT64_MIN;
       next_claim_ = claims_next ? idle.deadline() : clock::time_point::max();
       detail::parked p(idle_, idle);
