@@ -195,7 +195,11 @@ bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
     answer_from({socket_address::ipv6_loopback(0), socket_address::ipv4_loopback(0)}, family, out);
     return true;
   }
-  std::string key = lookup_key(normalized, family);
+  // A trailing dot makes the name absolute: c-ares must see it, or it would try the search list
+  // first ("svc." would become svc.corp.example), and so must the cache key ("svc" and "svc."
+  // are different lookups). The hosts file and localhost compare without it, as glibc does.
+  const std::string query = name.back() == '.' ? normalized + '.' : normalized;
+  std::string key = lookup_key(query, family);
   if (const lookup_answer* cached = cache_.find(key, loop_now(*loop_))) {
     out = *cached;
     return true;
@@ -215,7 +219,7 @@ bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
   hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;  // one entry per address (not one per socket type)
   hints.ai_flags = ARES_AI_NOSORT;  // RFC 6724 sorting would open sockets of its own
-  ares_getaddrinfo(channel_, normalized.c_str(), nullptr, &hints, &resolver::on_answer, raw);
+  ares_getaddrinfo(channel_, query.c_str(), nullptr, &hints, &resolver::on_answer, raw);
   rearm();
   return false;
 }
@@ -226,7 +230,10 @@ void resolver::on_answer(void* arg, int status, int /*timeouts*/, ares_addrinfo*
   lookup_answer a;
   int ttl = INT_MAX;
   if (status == ARES_SUCCESS && res != nullptr) {
-    for (ares_addrinfo_node* n = res->nodes; n != nullptr; n = n->ai_next) {
+    // At most max_addresses_per_family, the first ones: what a server can make this core keep
+    // (here, in every waiter's copy and in the cache) is bounded, and so is the duplicate check.
+    for (ares_addrinfo_node* n = res->nodes; n != nullptr && a.addresses.size() < max_addresses_per_family;
+         n = n->ai_next) {
       auto addr = socket_address::from_sockaddr(n->ai_addr, n->ai_addrlen);
       if (!addr) continue;
       addr->set_port(0);

@@ -60,8 +60,8 @@ void answer_cache::store(const std::string& key, const lookup_answer& a, clock::
   entries_.insert_or_assign(key, entry{a, expiry});
 }
 
-std::string lookup_key(const std::string& normalized, int family) {
-  std::string key = normalized;
+std::string lookup_key(const std::string& name, int family) {
+  std::string key = name;
   key.push_back('/');
   key.push_back(family == AF_INET6 ? '6' : '4');
   return key;

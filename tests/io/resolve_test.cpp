@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -271,6 +272,102 @@ TEST_F(resolve_test, a_misconfigured_server_list_is_an_error_not_a_crash) {
     auto r = co_await resolve("x.test", 1);
     EXPECT_EQ(r.error(), errc::invalid_argument);
   }(), o);
+}
+
+// --- Hostile answers and names -----------------------------------------------------------
+
+TEST_F(resolve_test, a_name_ending_in_a_dot_is_absolute_and_never_completed_by_the_search_list) {
+  // "svc." names the top-level "svc": with the search list it must not become svc.corp.test,
+  // and the cache must not answer one spelling with the other's addresses.
+  dns_.set("svc", {.a = {"192.0.2.9"}});
+  dns_.set("svc.corp.test", {.a = {"192.0.2.5"}});
+  runtime_options o = asking(dns_, hosts_);
+  o.resolver.search = std::vector<std::string>{"corp.test"};
+  o.resolver.ndots = 2;
+  run([]() -> task<> {
+    auto absolute = co_await with_timeout(resolve("svc.", 1), 5s);
+    CO_ASSERT_OK(absolute);
+    EXPECT_EQ(texts(*absolute), std::vector<std::string>{"192.0.2.9:1"});
+    auto relative = co_await with_timeout(resolve("svc", 1), 5s);
+    CO_ASSERT_OK(relative);
+    EXPECT_EQ(texts(*relative), std::vector<std::string>{"192.0.2.5:1"});
+    auto again = co_await with_timeout(resolve("SVC.", 1), 5s);  // from the cache, its own entry
+    CO_ASSERT_OK(again);
+    EXPECT_EQ(texts(*again), std::vector<std::string>{"192.0.2.9:1"});
+  }(), o);
+  EXPECT_EQ(dns_.queries("svc.corp.test", 1), 1);
+}
+
+TEST_F(resolve_test, an_answer_of_thousands_of_addresses_is_cut_to_the_bound_per_family) {
+  // 3,000 A and 2,000 AAAA records (over TCP, ~80 KB of answers): a server may send that many,
+  // but what the resolver keeps (and caches per name) is bounded.
+  fake_dns::rule many{.what = fake_dns::kind::truncated};
+  char text[64];
+  for (int i = 0; i < 3000; ++i) {
+    std::snprintf(text, sizeof text, "10.%d.%d.1", i / 256, i % 256);
+    many.a.push_back(text);
+  }
+  for (int i = 0; i < 2000; ++i) {
+    std::snprintf(text, sizeof text, "2001:db8::%x", i + 1);
+    many.aaaa.push_back(text);
+  }
+  dns_.set("many.test", many);
+  run([]() -> task<> {
+    auto r = co_await with_timeout(resolve("many.test", 1), 10s);
+    CO_ASSERT_OK(r);
+    EXPECT_EQ(r->size(), 2 * max_addresses_per_family);
+    if (r->size() <= max_addresses_per_family) co_return;
+    // The first ones the server gave, in its order.
+    EXPECT_EQ((*r)[0].to_string(), "[2001:db8::1]:1");
+    EXPECT_EQ((*r)[max_addresses_per_family].to_string(), "10.0.0.1:1");
+    auto cached = co_await resolve("many.test", 2);
+    CO_ASSERT_OK(cached);
+    EXPECT_EQ(cached->size(), 2 * max_addresses_per_family);
+  }(), asking(dns_, hosts_));
+  EXPECT_EQ(dns_.queries("many.test", 1), 2);  // UDP (truncated), then TCP; then the cache
+}
+
+TEST_F(resolve_test, held_ttl_zero_and_ttls_with_the_top_bit_set_are_never_cached) {
+  // RFC 2181 §8: a TTL with the most significant bit set is read as 0.
+  dns_.set("zero.test", {.a = {"192.0.2.10"}, .ttl = 0});
+  dns_.set("huge.test", {.a = {"192.0.2.11"}, .ttl = 0x80000000u});
+  run([]() -> task<> {
+    for (int i = 0; i < 2; ++i) {
+      CO_ASSERT_OK(co_await with_timeout(resolve("zero.test", 1), 5s));
+      CO_ASSERT_OK(co_await with_timeout(resolve("huge.test", 1), 5s));
+    }
+  }(), asking(dns_, hosts_));
+  EXPECT_EQ(dns_.queries("zero.test", 1), 2);
+  EXPECT_EQ(dns_.queries("huge.test", 1), 2);
+}
+
+TEST_F(resolve_test, held_the_cache_keeps_at_most_its_capacity) {
+  runtime_options o = asking(dns_, hosts_);
+  o.resolver.cache_entries = 4;  // (name, family) entries: two names' worth
+  const std::vector<std::string> names = {"n0.test", "n1.test", "n2.test", "n3.test", "n4.test",
+                                          "n5.test", "n6.test", "n7.test", "n8.test", "n9.test"};
+  for (const std::string& n : names) dns_.set(n, {.a = {"192.0.2.1"}});
+  run([&names]() -> task<> {
+    for (int round = 0; round < 2; ++round)
+      for (const std::string& n : names) CO_ASSERT_OK(co_await with_timeout(resolve(n, 1), 5s));
+  }(), o);
+  int asked = 0;
+  for (const std::string& n : names) asked += dns_.queries(n, 1);
+  EXPECT_GE(asked, 10 + 8);  // the second round found at most two names cached
+}
+
+TEST_F(resolve_test, held_names_c_ares_answers_inside_the_call_still_complete_later) {
+  // c-ares refuses .onion names (RFC 7686) from inside ares_getaddrinfo; over-long labels are
+  // a bad name. Both complete through the loop, and nothing is left pending.
+  run([]() -> task<> {
+    auto onion = co_await with_timeout(resolve("abc.onion", 1), 5s);
+    EXPECT_EQ(onion.error(), resolve_errc::not_found);
+    auto label = co_await with_timeout(resolve(std::string(64, 'a') + ".test", 1), 5s);
+    EXPECT_FALSE(label);
+    auto both = co_await when_all(resolve("abc.onion", 1), resolve("abc.onion", 2));
+    EXPECT_FALSE(std::get<0>(both));
+  }(), asking(dns_, hosts_));
+  EXPECT_EQ(dns_.queries("abc.onion"), 0);
 }
 
 }  // namespace

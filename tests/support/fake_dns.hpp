@@ -163,6 +163,7 @@ class fake_dns {
         ::inet_pton(AF_INET6, a.c_str(), &v6);
         add(28, &v6, 16);
       }
+    out[6] = static_cast<std::uint8_t>(answers >> 8);
     out[7] = static_cast<std::uint8_t>(answers);
     return out;
   }
