@@ -370,5 +370,36 @@ TEST_F(resolve_test, held_names_c_ares_answers_inside_the_call_still_complete_la
   EXPECT_EQ(dns_.queries("abc.onion"), 0);
 }
 
+TEST_F(resolve_test, held_lookups_cut_at_every_moment_of_a_shared_query_leave_the_others_whole) {
+  // A answers after 4 ms, AAAA after 8 ms, TTL 0 (every round asks again). Each round, one
+  // lookup is cut at a moment swept across the query's life (before it is sent, with one
+  // family answered, with the answer posted but not yet run...), another is raced by
+  // when_any against a sleep of that length (its frame destroyed), and a third sharing the
+  // query must get the whole answer. ASan: nothing used after it is freed.
+  dns_.set("slow.test", {.a = {"192.0.2.1"}, .aaaa = {"2001:db8::1"}, .ttl = 0, .delay = 4ms, .aaaa_delay = 8ms});
+  using us = std::chrono::microseconds;
+  auto pause = [](us d) -> task<> { co_await sleep_for(d); };
+  auto cut_short = [](us d) -> task<> {
+    auto r = co_await with_timeout(resolve("slow.test", 1), d);
+    if (!r) {
+      EXPECT_EQ(r.error(), errc::timed_out);
+    }
+  };
+  auto raced = [pause](us d) -> task<> {
+    auto r = co_await when_any(resolve("slow.test", 2), pause(d));
+    if (r.index == 0) {
+      EXPECT_TRUE(std::get<0>(r.value));
+    }
+  };
+  auto whole = []() -> task<> {
+    auto r = co_await with_timeout(resolve("slow.test", 3), 5s);
+    CO_ASSERT_OK(r);
+    EXPECT_EQ(texts(*r), (std::vector<std::string>{"[2001:db8::1]:3", "192.0.2.1:3"}));
+  };
+  run([&]() -> task<> {
+    for (us cut{0}; cut < 12ms; cut += 250us) co_await when_all(cut_short(cut), raced(cut), whole());
+  }(), asking(dns_, hosts_));
+}
+
 }  // namespace
 }  // namespace cogwheel::io_test
