@@ -274,6 +274,34 @@ TEST_F(resolve_test, a_misconfigured_server_list_is_an_error_not_a_crash) {
   }(), o);
 }
 
+TEST_F(resolve_test, a_lookup_in_flight_on_the_paused_clock_does_not_spin_the_loop) {
+  // c-ares times out in real time. On a paused clock a loop timer for it fires at once whenever
+  // the loop is idle, and re-armed for the real time still wanted, fired again: the loop spun
+  // (322,279 iterations in 500 ms, the virtual clock 6.5 days ahead) until c-ares gave up.
+  dns_.set("silent.test", {.what = fake_dns::kind::silent});
+  run([]() -> task<> {
+    auto cut = co_await with_timeout(resolve("silent.test", 1), 300ms);  // detached, still in c-ares
+    EXPECT_EQ(cut.error(), errc::timed_out);
+    // Wait for real I/O: a datagram another thread sends 200 ms (real) from now.
+    auto socket = udp_socket::bind(socket_address::ipv4_loopback(0));
+    CO_ASSERT_OK(socket);
+    const socket_address to = socket->local_address();
+    std::thread poke([to] {
+      std::this_thread::sleep_for(200ms);
+      const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      (void)::sendto(fd, "x", 1, 0, to.data(), to.size());
+      ::close(fd);
+    });
+    const std::uint64_t before = this_core_metrics().iterations;
+    std::byte buf[8];
+    auto got = co_await socket->receive(buf);
+    poke.join();
+    CO_ASSERT_OK(got);
+    // Blocked in the kernel: a few iterations (c-ares' retransmission wake-ups), not a spin.
+    EXPECT_LT(this_core_metrics().iterations - before, 100u);
+  }(), asking(dns_, hosts_, 5000ms, true));
+}
+
 // --- Hostile answers and names -----------------------------------------------------------
 
 TEST_F(resolve_test, a_name_ending_in_a_dot_is_absolute_and_never_completed_by_the_search_list) {
