@@ -186,7 +186,7 @@ resolver::~resolver() {
 void resolver::on_loop_shutdown(shutdown_hook& h) noexcept { delete static_cast<resolver*>(&h); }
 
 bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
-  const std::string normalized = normalized_name(name);
+  std::string normalized = normalized_name(name);
   lookup_answer& out = w.answer_;
   if (normalized.empty() || normalized.size() > 253 || normalized.find('\0') != std::string::npos) {
     out.error = resolve_errc::bad_name;
@@ -203,8 +203,8 @@ bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
   // A trailing dot makes the name absolute: c-ares must see it, or it would try the search list
   // first ("svc." would become svc.corp.example), and so must the cache key ("svc" and "svc."
   // are different lookups). The hosts file and localhost compare without it, as glibc does.
-  const std::string query = name.back() == '.' ? normalized + '.' : normalized;
-  std::string key = lookup_key(query, family);
+  const bool absolute = name.back() == '.';
+  std::string key = lookup_key(normalized, absolute, family);
   if (const lookup_answer* cached = cache_.find(key, loop_now(*loop_))) {
     out = *cached;
     return true;
@@ -231,7 +231,8 @@ bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
   hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;  // one entry per address (not one per socket type)
   hints.ai_flags = ARES_AI_NOSORT;  // RFC 6724 sorting would open sockets of its own
-  ares_getaddrinfo(channel_, query.c_str(), nullptr, &hints, &resolver::on_answer, raw);
+  if (absolute) normalized.push_back('.');  // only here: a cached lookup copies nothing more
+  ares_getaddrinfo(channel_, normalized.c_str(), nullptr, &hints, &resolver::on_answer, raw);
   rearm();
   return false;
 }
