@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <memory>
@@ -66,6 +67,8 @@ class resolver : private shutdown_hook {
   // Made at the first query: a core that only answers from the hosts file or the cache holds
   // no descriptor for it.
   int timer_fd_ = -1;
+  bool timer_set_ = false;  // timer_fd_ set to expire at timer_due_ (and not read since)
+  std::chrono::steady_clock::time_point timer_due_{};
   std::unordered_map<std::string, std::unique_ptr<pending_query>> pending_;
 };
 
@@ -287,6 +290,7 @@ void resolver::on_socket_ready(void* ctx, ares_socket_t read_fd, ares_socket_t w
   if (read_fd == self.timer_fd_) {
     std::uint64_t expirations = 0;  // read, or the poll would find it readable again at once
     [[maybe_unused]] const ssize_t n = ::read(self.timer_fd_, &expirations, sizeof expirations);
+    self.timer_set_ = false;
     read_fd = ARES_SOCKET_BAD;  // c-ares handles what timed out
   }
   ares_process_fd(self.channel_, read_fd, write_fd);
@@ -296,15 +300,24 @@ void resolver::on_socket_ready(void* ctx, ares_socket_t read_fd, ares_socket_t w
 void resolver::rearm() noexcept {
   if (timer_fd_ < 0) return;  // no query was ever made
   timeval tv{};
-  itimerspec next{};  // all zero: disarmed
   const bool waiting = ares_timeout(channel_, nullptr, &tv) != nullptr;
-  if (waiting) {
-    next.it_value.tv_sec = tv.tv_sec;
-    next.it_value.tv_nsec = static_cast<long>(tv.tv_usec) * 1000;
-    if (next.it_value.tv_sec == 0 && next.it_value.tv_nsec == 0) next.it_value.tv_nsec = 1;  // due now; 0 disarms
-  }
-  ::timerfd_settime(timer_fd_, 0, &next, nullptr);
+  // Nothing to wait for: no poll. An expiry still set then wakes nobody, or, polled again
+  // later, c-ares once for nothing.
   watchers_.want(timer_fd_, waiting, false);
+  if (!waiting) return;
+  const auto due = std::chrono::steady_clock::now() + std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec);
+  // Set only when c-ares wants waking sooner than the timer is set for (or it is not set): an
+  // earlier expiry only wakes c-ares early, for nothing, and the timer is set again then. Most
+  // events leave c-ares' earliest timeout where it was: no syscall for them.
+  if (timer_set_ && timer_due_ <= due) return;
+  const auto since_epoch = std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch()).count();
+  itimerspec next{};
+  next.it_value.tv_sec = static_cast<time_t>(since_epoch / 1'000'000'000);
+  next.it_value.tv_nsec = static_cast<long>(since_epoch % 1'000'000'000);
+  if (next.it_value.tv_sec == 0 && next.it_value.tv_nsec == 0) next.it_value.tv_nsec = 1;  // 0 would disarm
+  ::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &next, nullptr);  // steady_clock: CLOCK_MONOTONIC
+  timer_set_ = true;
+  timer_due_ = due;
 }
 
 // --- lookup_waiter ---
