@@ -429,5 +429,34 @@ TEST_F(resolve_test, held_lookups_cut_at_every_moment_of_a_shared_query_leave_th
   }(), asking(dns_, hosts_));
 }
 
+TEST_F(resolve_test, held_cname_chains_and_loops_in_an_answer_end_without_a_hang) {
+  // A chain is followed within the answer; a loop (a -> b -> a -> b) or a chain of 100 is
+  // read once, never followed round (no hang), and no name is asked a second time.
+  dns_.set("cnamed.test", {.a = {"192.0.2.20"}, .cnames = {"real.test"}});
+  dns_.set("loop.test", {.a = {"192.0.2.21"}, .cnames = {"loop2.test", "loop.test", "loop2.test"}});
+  fake_dns::rule longest{.a = {"192.0.2.22"}};
+  char name[32];
+  for (int i = 0; i < 100; ++i) {
+    std::snprintf(name, sizeof name, "c%d.test", i);
+    longest.cnames.push_back(name);
+  }
+  dns_.set("chain.test", longest);
+  run([]() -> task<> {
+    auto alias = co_await with_timeout(resolve("cnamed.test", 1), 5s);
+    CO_ASSERT_OK(alias);
+    EXPECT_EQ(texts(*alias), std::vector<std::string>{"192.0.2.20:1"});
+    // c-ares reads the records in order, each CNAME from the name reached so far: the loop
+    // and the long chain both end at the addresses after them.
+    auto loop = co_await with_timeout(resolve("loop.test", 1), 5s);
+    CO_ASSERT_OK(loop);
+    EXPECT_EQ(texts(*loop), std::vector<std::string>{"192.0.2.21:1"});
+    auto chain = co_await with_timeout(resolve("chain.test", 1), 5s);
+    CO_ASSERT_OK(chain);
+    EXPECT_EQ(texts(*chain), std::vector<std::string>{"192.0.2.22:1"});
+  }(), asking(dns_, hosts_));
+  EXPECT_EQ(dns_.queries("loop.test", 1), 1);
+  EXPECT_EQ(dns_.queries("loop2.test"), 0);
+}
+
 }  // namespace
 }  // namespace cogwheel::io_test
