@@ -49,6 +49,13 @@ std::vector<std::string> texts(const std::vector<socket_address>& v) {
   return out;
 }
 
+// resolve(name, 1) within 5 s gives this one address.
+task<> expect_answer(std::string name, std::string want) {
+  auto r = co_await with_timeout(resolve(name, 1), 5s);
+  CO_ASSERT_OK(r);
+  EXPECT_EQ(texts(*r), std::vector<std::string>{want}) << name;
+}
+
 class resolve_test : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -313,15 +320,10 @@ TEST_F(resolve_test, a_name_ending_in_a_dot_is_absolute_and_never_completed_by_t
   o.resolver.search = std::vector<std::string>{"corp.test"};
   o.resolver.ndots = 2;
   run([]() -> task<> {
-    auto absolute = co_await with_timeout(resolve("svc.", 1), 5s);
-    CO_ASSERT_OK(absolute);
-    EXPECT_EQ(texts(*absolute), std::vector<std::string>{"192.0.2.9:1"});
-    auto relative = co_await with_timeout(resolve("svc", 1), 5s);
-    CO_ASSERT_OK(relative);
-    EXPECT_EQ(texts(*relative), std::vector<std::string>{"192.0.2.5:1"});
-    auto again = co_await with_timeout(resolve("SVC.", 1), 5s);  // from the cache, its own entry
-    CO_ASSERT_OK(again);
-    EXPECT_EQ(texts(*again), std::vector<std::string>{"192.0.2.9:1"});
+    co_await expect_answer("svc.", "192.0.2.9:1");
+    co_await expect_answer("svc", "192.0.2.5:1");
+    // From the cache, its own entry.
+    co_await expect_answer("SVC.", "192.0.2.9:1");
   }(), o);
   EXPECT_EQ(dns_.queries("svc.corp.test", 1), 1);
 }
@@ -442,17 +444,11 @@ TEST_F(resolve_test, held_cname_chains_and_loops_in_an_answer_end_without_a_hang
   }
   dns_.set("chain.test", longest);
   run([]() -> task<> {
-    auto alias = co_await with_timeout(resolve("cnamed.test", 1), 5s);
-    CO_ASSERT_OK(alias);
-    EXPECT_EQ(texts(*alias), std::vector<std::string>{"192.0.2.20:1"});
+    co_await expect_answer("cnamed.test", "192.0.2.20:1");
     // c-ares reads the records in order, each CNAME from the name reached so far: the loop
     // and the long chain both end at the addresses after them.
-    auto loop = co_await with_timeout(resolve("loop.test", 1), 5s);
-    CO_ASSERT_OK(loop);
-    EXPECT_EQ(texts(*loop), std::vector<std::string>{"192.0.2.21:1"});
-    auto chain = co_await with_timeout(resolve("chain.test", 1), 5s);
-    CO_ASSERT_OK(chain);
-    EXPECT_EQ(texts(*chain), std::vector<std::string>{"192.0.2.22:1"});
+    co_await expect_answer("loop.test", "192.0.2.21:1");
+    co_await expect_answer("chain.test", "192.0.2.22:1");
   }(), asking(dns_, hosts_));
   EXPECT_EQ(dns_.queries("loop.test", 1), 1);
   EXPECT_EQ(dns_.queries("loop2.test"), 0);
