@@ -123,13 +123,22 @@ void acceptor::on_accept(io_completion& c, int res, unsigned /*flags*/) noexcept
     self.deliver(accept_outcome::of_cqe(res));
     return;
   }
-  if (res >= 0) self.backoff_ = clock::duration::zero();
-  // A connection, or e.g. ECONNABORTED: the caller decides; accepting goes on (counted into
-  // the room before re-arming, so the bound holds).
   if (res == -ECANCELED) {
     self.arm_if_room();
     return;
   }
+  if (res < 0) {
+    // Any other error (ECONNABORTED, or the listening socket itself failing: EINVAL once it
+    // is shut down) is the caller's to judge, and accepting ahead stops until a caller asks
+    // again (wait, try_take): a socket that fails every accept, re-armed here, failed and
+    // re-armed in a busy loop. Callers waiting behind the one told still need a request.
+    if (self.waiting_.size() > 1) self.arm_if_room();
+    self.deliver(accept_outcome::of_cqe(res));
+    return;
+  }
+  self.backoff_ = clock::duration::zero();
+  // A connection: accepting goes on (counted into the room before re-arming, so the bound
+  // holds).
   if (self.waiting_.empty()) {
     self.deliver(accept_outcome::of_cqe(res));  // queued: nothing is resumed
     self.arm_if_room();

@@ -5,8 +5,12 @@
 #include <ares.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <memory>
@@ -14,7 +18,6 @@
 #include <unordered_map>
 
 #include <cogwheel/io/resolve.hpp>
-#include <cogwheel/timer/node.hpp>
 
 #include <cogwheel/runtime/detail/loop_services.hpp>
 #include "resolver_cache.hpp"
@@ -30,11 +33,11 @@ struct pending_query {
   intrusive_list<lookup_waiter> waiters;
 };
 
-class resolver : private timer::timer_node, private shutdown_hook {
+class resolver : private shutdown_hook {
  public:
   static result<resolver*> of_this_core();
-  // Lets go of the loop: the channel (its queries answered with operation_canceled), its
-  // sockets' polls (waited for) and the timer.
+  // Lets go of the loop: the channel (its queries answered with operation_canceled), the polls
+  // of its sockets and of the timer (waited for), the timer.
   ~resolver();
 
   bool start(lookup_waiter& w, std::string_view name, int family);
@@ -46,10 +49,8 @@ class resolver : private timer::timer_node, private shutdown_hook {
   static void on_answer(void* arg, int status, int timeouts, ares_addrinfo* res) noexcept;
   static void on_socket_state(void* ctx, ares_socket_t fd, int readable, int writable) noexcept;
   static void on_socket_ready(void* ctx, ares_socket_t read_fd, ares_socket_t write_fd) noexcept;
-  static void on_timer(timer::timer_node& n) noexcept;
-  static std::coroutine_handle<> on_timer_batch(void* p) noexcept;
   static void on_loop_shutdown(shutdown_hook& h) noexcept;
-  // Schedules the timer for c-ares' next timeout (none when nothing is in flight).
+  // Sets the timer to c-ares' next timeout and watches it (neither when nothing is in flight).
   void rearm() noexcept;
   void deliver(pending_query& q, const lookup_answer& a) noexcept;
 
@@ -59,8 +60,16 @@ class resolver : private timer::timer_node, private shutdown_hook {
   answer_cache cache_;
   socket_watchers watchers_;
   ares_channel channel_ = nullptr;
+  // c-ares' timeouts: a CLOCK_MONOTONIC timerfd, polled like its sockets. Not the loop's
+  // timer queue: c-ares measures real time, and on a paused loop clock a loop timer fires at
+  // once whenever the loop is idle; re-armed for the real time still wanted, it fired again
+  // and the loop spun until c-ares gave up. A kernel timer in real time lets the loop sleep.
+  // Made at the first query: a core that only answers from the hosts file or the cache holds
+  // no descriptor for it.
+  int timer_fd_ = -1;
+  bool timer_set_ = false;  // timer_fd_ set to expire at timer_due_ (and not read since)
+  std::chrono::steady_clock::time_point timer_due_{};
   std::unordered_map<std::string, std::unique_ptr<pending_query>> pending_;
-  ready_node timer_batch_;  // queued between the timer's expiry and on_timer_batch
 };
 
 namespace {
@@ -103,8 +112,7 @@ void answer_from(const std::vector<socket_address>& all, int family, lookup_answ
 }  // namespace
 
 resolver::resolver(event_loop& loop)
-    : timer_node(timer_node::calls<&resolver::on_timer>{}),
-      loop_(&loop),
+    : loop_(&loop),
       options_(resolver_settings(loop)),
       hosts_(hosts_table::load(options_.hosts_file)),
       cache_(options_.cache_entries),
@@ -173,15 +181,15 @@ resolver::~resolver() {
   // Destroying the channel answers every query with ARES_EDESTRUCTION (its waiters are gone
   // with their frames, or get operation_canceled) and closes its sockets through forget().
   if (channel_ != nullptr) ares_destroy(channel_);
-  watchers_.shutdown();
-  if (scheduled()) cancel_timer(*loop_, *this);
+  watchers_.shutdown();  // the timer's poll too: then its descriptor may go
+  if (timer_fd_ >= 0) close_descriptor(timer_fd_);
   if (this_thread_resolver == this) this_thread_resolver = nullptr;
 }
 
 void resolver::on_loop_shutdown(shutdown_hook& h) noexcept { delete static_cast<resolver*>(&h); }
 
 bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
-  const std::string normalized = normalized_name(name);
+  std::string normalized = normalized_name(name);
   lookup_answer& out = w.answer_;
   if (normalized.empty() || normalized.size() > 253 || normalized.find('\0') != std::string::npos) {
     out.error = resolve_errc::bad_name;
@@ -195,7 +203,11 @@ bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
     answer_from({socket_address::ipv6_loopback(0), socket_address::ipv4_loopback(0)}, family, out);
     return true;
   }
-  std::string key = lookup_key(normalized, family);
+  // A trailing dot makes the name absolute: c-ares must see it, or it would try the search list
+  // first ("svc." would become svc.corp.example), and so must the cache key ("svc" and "svc."
+  // are different lookups). The hosts file and localhost compare without it, as glibc does.
+  const bool absolute = name.back() == '.';
+  std::string key = lookup_key(normalized, absolute, family);
   if (const lookup_answer* cached = cache_.find(key, loop_now(*loop_))) {
     out = *cached;
     return true;
@@ -204,6 +216,13 @@ bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
   if (it != pending_.end()) {
     it->second->waiters.push_back(w);
     return false;
+  }
+  if (timer_fd_ < 0) {
+    timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (timer_fd_ < 0) {
+      out.error = errno_code(errno);  // EMFILE...: answered at once, nothing is in flight
+      return true;
+    }
   }
   auto q = std::make_unique<pending_query>();
   q->owner = this;
@@ -215,6 +234,7 @@ bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
   hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;  // one entry per address (not one per socket type)
   hints.ai_flags = ARES_AI_NOSORT;  // RFC 6724 sorting would open sockets of its own
+  if (absolute) normalized.push_back('.');  // only here: a cached lookup copies nothing more
   ares_getaddrinfo(channel_, normalized.c_str(), nullptr, &hints, &resolver::on_answer, raw);
   rearm();
   return false;
@@ -226,7 +246,10 @@ void resolver::on_answer(void* arg, int status, int /*timeouts*/, ares_addrinfo*
   lookup_answer a;
   int ttl = INT_MAX;
   if (status == ARES_SUCCESS && res != nullptr) {
-    for (ares_addrinfo_node* n = res->nodes; n != nullptr; n = n->ai_next) {
+    // At most max_addresses_per_family, the first ones: what a server can make this core keep
+    // (here, in every waiter's copy and in the cache) is bounded, and so is the duplicate check.
+    for (ares_addrinfo_node* n = res->nodes; n != nullptr && a.addresses.size() < max_addresses_per_family;
+         n = n->ai_next) {
       auto addr = socket_address::from_sockaddr(n->ai_addr, n->ai_addrlen);
       if (!addr) continue;
       addr->set_port(0);
@@ -264,29 +287,37 @@ void resolver::on_socket_state(void* ctx, ares_socket_t fd, int readable, int wr
 
 void resolver::on_socket_ready(void* ctx, ares_socket_t read_fd, ares_socket_t write_fd) noexcept {
   auto& self = *static_cast<resolver*>(ctx);
+  if (read_fd == self.timer_fd_) {
+    std::uint64_t expirations = 0;  // read, or the poll would find it readable again at once
+    [[maybe_unused]] const ssize_t n = ::read(self.timer_fd_, &expirations, sizeof expirations);
+    self.timer_set_ = false;
+    read_fd = ARES_SOCKET_BAD;  // c-ares handles what timed out
+  }
   ares_process_fd(self.channel_, read_fd, write_fd);
   self.rearm();
 }
 
-void resolver::on_timer(timer::timer_node& n) noexcept {
-  auto& self = static_cast<resolver&>(n);
-  if (!self.timer_batch_.queued())
-    post_expired(*self.loop_, self.timer_batch_, continuation(&resolver::on_timer_batch, &self));
-}
-
-std::coroutine_handle<> resolver::on_timer_batch(void* p) noexcept {
-  on_socket_ready(p, ARES_SOCKET_BAD, ARES_SOCKET_BAD);  // c-ares handles what timed out
-  return std::noop_coroutine();
-}
-
 void resolver::rearm() noexcept {
-  if (scheduled()) cancel_timer(*loop_, *this);
+  if (timer_fd_ < 0) return;  // no query was ever made
   timeval tv{};
-  if (ares_timeout(channel_, nullptr, &tv) == nullptr) return;
-  // c-ares measures its timeouts on its own clock: on a paused loop clock this timer wakes it
-  // at the virtual time, and it re-arms for whatever real time it still wants.
-  const auto in = std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec);
-  schedule_timer(*loop_, *this, current_time() + std::max<clock::duration>(in, std::chrono::milliseconds(1)));
+  const bool waiting = ares_timeout(channel_, nullptr, &tv) != nullptr;
+  // Nothing to wait for: no poll. An expiry still set then wakes nobody, or, polled again
+  // later, c-ares once for nothing.
+  watchers_.want(timer_fd_, waiting, false);
+  if (!waiting) return;
+  const auto due = std::chrono::steady_clock::now() + std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec);
+  // Set only when c-ares wants waking sooner than the timer is set for (or it is not set): an
+  // earlier expiry only wakes c-ares early, for nothing, and the timer is set again then. Most
+  // events leave c-ares' earliest timeout where it was: no syscall for them.
+  if (timer_set_ && timer_due_ <= due) return;
+  const auto since_epoch = std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch()).count();
+  itimerspec next{};
+  next.it_value.tv_sec = static_cast<time_t>(since_epoch / 1'000'000'000);
+  next.it_value.tv_nsec = static_cast<long>(since_epoch % 1'000'000'000);
+  if (next.it_value.tv_sec == 0 && next.it_value.tv_nsec == 0) next.it_value.tv_nsec = 1;  // 0 would disarm
+  ::timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &next, nullptr);  // steady_clock: CLOCK_MONOTONIC
+  timer_set_ = true;
+  timer_due_ = due;
 }
 
 // --- lookup_waiter ---

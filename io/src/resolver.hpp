@@ -5,8 +5,9 @@
 // A lookup is one name and one family (AF_INET6 or AF_INET). It is answered, in this order:
 // from the hosts file (read once, at creation), RFC 6761's localhost, the core's cache, a query
 // of the same name and family already in flight on this core (shared), or a new c-ares query.
-// c-ares' sockets are watched with the loop's poll operations (resolver_sockets.cpp) and its
-// timeouts are a timer on the loop's queue: the loop never blocks for a lookup.
+// c-ares' sockets are watched with the loop's poll operations (resolver_sockets.cpp), and so is
+// a timerfd for its timeouts (real time, as c-ares measures them: not the loop's clock, which
+// may be paused): the loop never blocks for a lookup.
 //
 // Threading: a resolver and its waiters belong to one loop thread.
 #pragma once

@@ -60,8 +60,11 @@ void answer_cache::store(const std::string& key, const lookup_answer& a, clock::
   entries_.insert_or_assign(key, entry{a, expiry});
 }
 
-std::string lookup_key(const std::string& normalized, int family) {
-  std::string key = normalized;
+std::string lookup_key(const std::string& normalized, bool absolute, int family) {
+  std::string key;
+  key.reserve(normalized.size() + 3);
+  key = normalized;
+  if (absolute) key.push_back('.');
   key.push_back('/');
   key.push_back(family == AF_INET6 ? '6' : '4');
   return key;

@@ -55,7 +55,8 @@ class answer_cache {
   std::size_t capacity_;
 };
 
-// The cache key of a lookup: the normalized name and the family.
-std::string lookup_key(const std::string& normalized, int family);
+// The cache key of a lookup: the normalized name, a dot when it was written with its trailing
+// dot (absolute: "svc." and "svc" are different lookups under a search list), and the family.
+std::string lookup_key(const std::string& normalized, bool absolute, int family);
 
 }  // namespace cogwheel::detail

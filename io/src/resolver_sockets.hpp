@@ -1,7 +1,8 @@
 // The sockets c-ares opens, watched by the loop: for each socket and direction c-ares asks for
 // (its sock_state callback), one poll operation on the loop's backend (io_uring POLL_ADD, or
 // epoll readiness). When one completes, the resolver lets c-ares read or write that socket
-// (ares_process_fd): c-ares' own non-blocking calls, never a wait.
+// (ares_process_fd): c-ares' own non-blocking calls, never a wait. The resolver watches its
+// timerfd here too (want/shutdown only: no socket function ever names it).
 //
 // c-ares creates and closes its sockets through socket_watchers::functions, so that a socket's
 // watchers are withdrawn before its number is closed. A socket's polls carry its identity

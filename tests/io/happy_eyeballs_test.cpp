@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -236,6 +237,49 @@ TEST(happy_eyeballs, numeric_hosts_and_a_local_address) {
     CO_ASSERT_OK(named);
     CO_ASSERT_OK(co_await with_timeout(l.accept(), 5s));
   }(*listener, port), with_hosts(dual_hosts()));
+}
+
+// A hosts file naming `count` IPv4 loopback addresses (127.1.x.y) "many.test".
+temp_file many_loopback_hosts(int count) {
+  std::string text;
+  char line[64];
+  for (int i = 0; i < count; ++i) {
+    std::snprintf(line, sizeof line, "127.1.%d.%d many.test\n", i / 250, i % 250 + 1);
+    text += line;
+  }
+  return temp_file(text);
+}
+
+TEST(happy_eyeballs, held_a_thousand_refusing_addresses_fail_with_the_connection_error) {
+  // Each attempt fails at once and starts the next: a chain of 1,000 two-way races, unwound
+  // when the last fails.
+  auto probe = tcp_listener::bind(socket_address::ipv4_any(0));
+  ASSERT_TRUE(probe);
+  const std::uint16_t port = probe->local_address().port();
+  probe->close();
+  const temp_file hosts = many_loopback_hosts(1000);
+  const int before = open_descriptors();
+  run([](std::uint16_t port) -> task<> {
+    auto s = co_await with_timeout(tcp_stream::connect("many.test", port), 60s);
+    EXPECT_EQ(s.error(), std::errc::connection_refused);
+  }(port), with_hosts(hosts, false));
+  EXPECT_EQ(open_descriptors(), before);
+}
+
+TEST(happy_eyeballs, held_a_thousand_black_holed_attempts_are_all_closed_at_the_deadline) {
+  // One black hole on 0.0.0.0 takes every 127.1.x.y: 1,000 attempts in flight at once (1 ms
+  // apart on the paused clock), all stopped by one timeout through 1,000 nested races.
+  black_hole hole(socket_address::ipv4_any(0));
+  if (!hole.ok()) GTEST_SKIP() << "no black hole on 0.0.0.0 here";
+  const temp_file hosts = many_loopback_hosts(1000);
+  const int before = open_descriptors();
+  run([](std::uint16_t port) -> task<> {
+    const auto start = now();
+    auto s = co_await with_timeout(tcp_stream::connect("many.test", port, {.attempt_delay = 1ms}), 2s);
+    EXPECT_EQ(s.error(), errc::timed_out);
+    expect_at(now() - start, 2s);
+  }(hole.port()), with_hosts(hosts));
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 class happy_eyeballs_dns : public ::testing::Test {

@@ -174,5 +174,96 @@ TEST(park, a_loop_that_shuts_down_closes_parked_streams_without_waking_them) {
   EXPECT_EQ(open_descriptors(), before);
 }
 
+// --- Held: hostile peers and a dry pool ----------------------------------------------------
+
+TEST(park, held_a_peer_that_sends_then_half_closes_wakes_with_the_bytes_then_the_end) {
+  SKIP_WITHOUT_POOLS();
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("last")));
+    CO_ASSERT_OK(co_await pair->client.shutdown());  // FIN right behind the bytes
+    woken first;
+    park(std::move(pair->server), now() + std::chrono::hours(1), wake_into(first));
+    co_await until_woken(first);
+    CO_ASSERT_OK(*first.got);
+    EXPECT_EQ(text_of((*first.got)->bytes()), "last");
+    first.got.reset();
+    woken second;  // parked again, as a server does after a request
+    park(std::move(*first.stream), now() + std::chrono::hours(1), wake_into(second));
+    co_await until_woken(second);
+    CO_ASSERT_OK(*second.got);
+    EXPECT_TRUE((*second.got)->empty());
+    // Our side still writes: the peer only closed its own.
+    CO_ASSERT_OK(co_await second.stream->write_all(bytes_of("ok")));
+    std::byte buf[2];
+    CO_ASSERT_OK(co_await read_exactly(pair->client, std::span(buf, 2)));
+    EXPECT_EQ(pool_available(), pool_capacity());
+  }());
+}
+
+TEST(park, held_bytes_arriving_while_every_buffer_is_held_wake_with_no_buffer_space_and_stay) {
+  SKIP_WITHOUT_POOLS();
+  run([]() -> task<void> {
+    auto pool = buffer_pool::of_this_core({.buffers = 1, .buffer_size = 64});  // first use: sized here
+    CO_ASSERT_OK(pool);
+    auto holder = co_await connect_pair();
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(holder);
+    CO_ASSERT_OK(pair);
+    CO_ASSERT_OK(co_await holder->client.write_all(bytes_of("x")));
+    auto held = co_await holder->server.read_pooled();  // the pool's only buffer
+    CO_ASSERT_OK(held);
+    EXPECT_EQ(pool_available(), 0u);
+    woken dry;
+    park(std::move(pair->server), now() + std::chrono::hours(1), wake_into(dry));
+    CO_ASSERT_OK(co_await pair->client.write_all(bytes_of("kept")));
+    co_await until_woken(dry);
+    CO_ASSERT_TRUE(dry.got.has_value());
+    EXPECT_EQ(dry.got->error(), errc::no_buffer_space);
+    held->reset();  // a buffer again: the bytes were left in the socket
+    woken again;
+    park(std::move(*dry.stream), now() + std::chrono::hours(1), wake_into(again));
+    co_await until_woken(again);
+    CO_ASSERT_OK(*again.got);
+    EXPECT_EQ(text_of((*again.got)->bytes()), "kept");
+  }());
+}
+
+TEST(park, held_wake_may_park_the_stream_again_or_close_it_from_inside_the_completion) {
+  SKIP_WITHOUT_POOLS();
+  run([]() -> task<void> {
+    auto pair = co_await connect_pair();
+    CO_ASSERT_OK(pair);
+    // Re-parked from inside wake, three times; the fourth wake closes the stream there.
+    static int wakes = 0;
+    static std::string seen;
+    wakes = 0;
+    seen.clear();
+    struct again {
+      void operator()(tcp_stream s, result<pooled_buffer> got) const {
+        ++wakes;
+        if (got) seen += text_of(got->bytes());
+        got = errc::operation_canceled;  // the buffer goes back before the next park
+        if (wakes < 4)
+          park(std::move(s), now() + std::chrono::hours(1), again{});
+        else
+          s.close();
+      }
+    };
+    park(std::move(pair->server), now() + std::chrono::hours(1), again{});
+    for (const char* part : {"a", "b", "c", "d"}) {
+      const int before = wakes;
+      CO_ASSERT_OK(co_await pair->client.write_all(bytes_of(part)));
+      while (wakes == before) co_await sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(seen, "abcd");
+    std::byte buf[1];
+    auto end = co_await pair->client.read(std::span(buf, 1));  // the server's end closed
+    EXPECT_TRUE(!end || *end == 0);
+    EXPECT_EQ(pool_available(), pool_capacity());
+  }());
+}
+
 }  // namespace
 }  // namespace cogwheel

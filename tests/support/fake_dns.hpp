@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -38,6 +39,9 @@ class fake_dns {
     std::uint32_t ttl = 60;
     std::chrono::milliseconds delay{0};       // UDP answers are sent this late
     std::chrono::milliseconds aaaa_delay{-1};  // AAAA answers this late instead, when >= 0
+    // CNAME records first, each from the previous name (the first from the name asked) to the
+    // next; the addresses then belong to the last. A name twice makes a loop.
+    std::vector<std::string> cnames = {};
   };
 
   fake_dns() {
@@ -110,6 +114,21 @@ class fake_dns {
     return true;
   }
 
+  // "a.b" as labels: 1 'a' 1 'b' 0.
+  static std::vector<std::uint8_t> wire_name(const std::string& name) {
+    std::vector<std::uint8_t> out;
+    std::size_t start = 0;
+    while (start < name.size()) {
+      std::size_t dot = name.find('.', start);
+      if (dot == std::string::npos) dot = name.size();
+      out.push_back(static_cast<std::uint8_t>(dot - start));
+      out.insert(out.end(), name.begin() + static_cast<std::ptrdiff_t>(start), name.begin() + static_cast<std::ptrdiff_t>(dot));
+      start = dot + 1;
+    }
+    out.push_back(0);
+    return out;
+  }
+
   // The reply to query q, or nothing (silence); `tcp` lifts truncation.
   std::vector<std::uint8_t> reply(const std::uint8_t* q, std::size_t n, bool tcp) {
     question qu;
@@ -142,15 +161,22 @@ class fake_dns {
     }
     if (rcode != 0) return out;
     int answers = 0;
+    std::vector<std::uint8_t> owner = {0xc0, 0x0c};  // the question's name, compressed
     auto add = [&](int type, const void* rdata, std::size_t len) {
-      const std::uint8_t head[] = {0xc0, 0x0c, 0, static_cast<std::uint8_t>(type), 0, 1,
+      out.insert(out.end(), owner.begin(), owner.end());
+      const std::uint8_t head[] = {0, static_cast<std::uint8_t>(type), 0, 1,
                                    static_cast<std::uint8_t>(r.ttl >> 24), static_cast<std::uint8_t>(r.ttl >> 16),
                                    static_cast<std::uint8_t>(r.ttl >> 8), static_cast<std::uint8_t>(r.ttl),
-                                   0, static_cast<std::uint8_t>(len)};
+                                   static_cast<std::uint8_t>(len >> 8), static_cast<std::uint8_t>(len)};
       out.insert(out.end(), head, head + sizeof head);
       out.insert(out.end(), static_cast<const std::uint8_t*>(rdata), static_cast<const std::uint8_t*>(rdata) + len);
       ++answers;
     };
+    for (const std::string& target : r.cnames) {
+      const std::vector<std::uint8_t> wire = wire_name(target);
+      add(5, wire.data(), wire.size());
+      owner = wire;
+    }
     if (qu.type == 1)
       for (const std::string& a : r.a) {
         in_addr v4{};
@@ -163,6 +189,7 @@ class fake_dns {
         ::inet_pton(AF_INET6, a.c_str(), &v6);
         add(28, &v6, 16);
       }
+    out[6] = static_cast<std::uint8_t>(answers >> 8);
     out[7] = static_cast<std::uint8_t>(answers);
     return out;
   }

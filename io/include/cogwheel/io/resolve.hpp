@@ -20,6 +20,7 @@
 /// still fills the cache. Destroying the awaiting frame leaves nothing behind.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <system_error>
@@ -43,6 +44,12 @@ enum class resolve_errc {
   bad_response,    ///< an answer that could not be parsed, or a query the server did not implement
   bad_name,        ///< not a name that can be looked up (empty, malformed)
 };
+
+/// The most addresses of one family a lookup keeps from a name server's answer: the first ones,
+/// in the server's order (glibc's resolver keeps 48). A hostile or broken server can send
+/// thousands in one TCP answer (64 KiB); kept, they would sit in the cache of every core that
+/// asked and Happy Eyeballs would try them all. The hosts file is not cut.
+inline constexpr std::size_t max_addresses_per_family = 64;
 
 /// The category of resolve_errc ("cogwheel.resolve"); one object for the process.
 const std::error_category& resolve_category() noexcept;

@@ -310,6 +310,9 @@ class accept_operation : public operation<accept_operation> {
 /// When the process runs out of descriptors (EMFILE/ENFILE) accept() reports it once and the
 /// listener backs off (1 ms doubling to 1 s) before accepting again, so an accept loop never
 /// spins while open connections keep being served; it recovers as descriptors free up.
+/// Any other failed accept (ECONNABORTED; EINVAL once the listening socket is shut down) is
+/// returned by one accept() call, and the listener accepts ahead again only when accept() is
+/// next called: a socket that fails every accept costs one request per call, never a busy loop.
 /// A listener belongs to the core that first calls accept() on it.
 class tcp_listener {
  public:
