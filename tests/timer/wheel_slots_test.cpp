@@ -104,28 +104,4 @@ TEST(timer_wheel_due, cancelling_a_slots_last_timer_moves_next_deadline_to_the_n
   EXPECT_EQ(later.fired, 1);
 }
 
-// A full staging area (256 schedules with no advance) starts a run of schedules filed at once.
-// Only deadlines at or after every bound the O(1) advance() and next_deadline() answer from are
-// filed so: an earlier one is staged (and lowers those bounds), so it fires on time, here while
-// the wheel's own tick also lags behind advance()'s O(1) path.
-TEST(timer_wheel_direct, a_deadline_before_every_filed_one_is_staged_and_fires_on_time) {
-  timer_wheel wheel(1ms, t0);
-  std::vector<std::unique_ptr<probe>> far;
-  for (int i = 0; i < 256; ++i) {  // the 256th fills the staging area: filed, run started
-    far.push_back(std::make_unique<probe>());
-    wheel.schedule(*far.back(), t0 + 10s + i * 1ms);
-  }
-  EXPECT_EQ(wheel.advance(t0 + 3ms), 0u);  // the O(1) path: nothing due before 10 s
-  probe soon, also_far;
-  wheel.schedule(also_far, t0 + 20s);  // filed at once
-  wheel.schedule(soon, t0 + 5ms);      // before every filed deadline: staged
-  EXPECT_EQ(wheel.invariant_violation(), nullptr);
-  EXPECT_EQ(wheel.next_deadline(), t0 + 5ms);
-  EXPECT_EQ(wheel.advance(t0 + 5ms), 1u);
-  EXPECT_EQ(soon.fired, 1);
-  EXPECT_EQ(wheel.invariant_violation(), nullptr);
-  EXPECT_EQ(wheel.advance(t0 + 20s), 257u);
-  EXPECT_EQ(also_far.fired, 1);
-}
-
 }  // namespace

@@ -107,7 +107,6 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
     const auto e = next_expiration();
     next_due_ = e ? e->tick : ~tick_t{0};
     next_due_known_ = true;
-    if (next_due_ > direct_from_) direct_from_ = next_due_;
   }
   tick_t next = next_due_;
   if (staged_count_ > 0) {
@@ -154,32 +153,7 @@ void timer_wheel::file_staged(bool update) {
   min_staged_ = ~tick_t{0};
   const std::uint32_t count = staged_count_;
   staged_count_ = 0;
-  // file() for each node, with the wheel's time and the visit threshold in locals: a node's
-  // fields are integers of the same types, so through the members the compiler reloads both
-  // after every store to a node (churn files a node per operation: ~4 instructions each).
-  const tick_t now = elapsed_;
-  const std::uint32_t watch = visit_min_live_;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    timer_node& n = *staged_[i];
-    const tick_t t = n.tick_;
-    if (t <= now) [[unlikely]] {
-      file(n, t);
-      continue;
-    }
-    const unsigned level = detail::ring_level(now, t);
-    const unsigned s = detail::slot_for(t, level);
-    slot* lv = levels_[level];
-    if (lv == nullptr) [[unlikely]]
-      lv = add_level(level);
-    slot& sl = lv[s];
-    if (t < sl.due) sl.due = t;
-    occupied_[level] |= std::uint64_t{1} << s;
-    detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
-    const auto id = static_cast<std::uint16_t>(level * slots_per_level + s);
-    n.state_ = timer_node::state::queued;
-    n.slot_ = id;
-    n.pos_ = sl.add(&n, pool_, watch, [this, id] { wake_visits(id); });
-  }
+  for (std::uint32_t i = 0; i < count; ++i) file(*staged_[i], staged_[i]->tick_);
   if (update) update_next_work();
 }
 
@@ -193,33 +167,14 @@ void timer_wheel::update_next_work(const std::optional<expiration>* known) noexc
   if (overdue_.live > 0) {
     next_work_ = elapsed_;
     next_due_known_ = false;
-  } else {
-    const std::optional<expiration> e = known != nullptr ? *known : next_expiration();
-    next_due_ = e ? e->tick : ~tick_t{0};
-    next_due_known_ = true;
-    next_work_ = next_due_ < visit ? next_due_ : visit;
+    set_fast_limit();
+    return;
   }
-  // next_due_ may be stale (unknown) here: a bound at or below the true one all the same.
-  direct_from_ = next_work_ > next_due_ ? next_work_ : next_due_;
-  if (direct_from_ <= elapsed_) direct_from_ = elapsed_ + 1;
+  const std::optional<expiration> e = known != nullptr ? *known : next_expiration();
+  next_due_ = e ? e->tick : ~tick_t{0};
+  next_due_known_ = true;
+  next_work_ = next_due_ < visit ? next_due_ : visit;
   set_fast_limit();
-}
-
-// Invariants this relies on: t >= direct_from_ > elapsed_, and t >= next_work_ > now_tick(latest_)
-// (while the wheel's time lags, latest_ < fast_limit_). So n goes after the wheel's time, where
-// file_staged() would have put it after catch_up(): filed relative to elapsed_, its slot is one
-// catch_up() then finds no earlier than its ring position (the state of a node filed before the
-// time moved on with nothing due), and it lowers neither next_work_ nor next_due_. Logged cancels
-// need no flush first: a logged entry is still a pointer (never reused as a hole) and its slot's
-// live count still counts it (the slot is not released under it). Only a visit woken by the
-// append needs next_work_ lowered, as file_staged() does.
-void timer_wheel::file_now(timer_node& n, tick_t t) {
-  detail::cover([](detail::wheel_coverage& c) { ++c.direct_files; });
-  if (file(n, t)) [[unlikely]] {
-    detail::cover([](detail::wheel_coverage& c) { ++c.direct_wakes; });
-    catch_up();
-    update_next_work();
-  }
 }
 
 void timer_wheel::set_fast_limit() noexcept {

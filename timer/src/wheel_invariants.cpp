@@ -18,9 +18,6 @@ const char* timer_wheel::invariant_violation() const noexcept {
   if (scratch_.size != 0 || scratch_.live != 0 || scratch_.cap != 0)
     return "the scratch slot holds entries between advances";
   if (cancel_count_ >= cancel_log_.size()) return "the cancel log is full and was not applied";
-  if (direct_left_ > direct_run) return "more direct filings are left than a run grants";
-  if (direct_from_ <= elapsed_ || direct_from_ < next_work_ || (next_due_known_ && direct_from_ < next_due_))
-    return "a schedule could be filed at once at or before a bound advance() or next_deadline() use";
 
   // Logged cancels: a filed slot's entry that still points at a node which has left (it may be
   // destroyed already, so it is never dereferenced) and that its slot's live count still counts,

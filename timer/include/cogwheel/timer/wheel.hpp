@@ -32,10 +32,12 @@
 /// due is O(1). Visits only ever move a node to a later slot: they change when work is done,
 /// never when a timer fires.
 ///
-/// cancel() of a filed node touches only the node and the slot's header: the write that turns
-/// its slot entry into a hole is logged (slot, index) and applied in a batch before anything
-/// reads or adds slot entries again (filing, advance, destruction). At a million timers that
-/// entry is a cache miss that depends on the node's own miss; batched, the misses overlap.
+/// cancel() of a filed node touches only the node and a log: (slot, index) is logged, and the
+/// slot's live count, its occupancy bit and the write that turns its entry into a hole are
+/// applied in a batch before anything reads or adds slot entries or live counts again (filing,
+/// advance, next_deadline(), destruction). At a million timers the entry is a cache miss that
+/// depends on the node's own miss; batched, the misses overlap, and the cancel itself leaves
+/// few instructions between one node's miss and the next (docs/timer.md, session 15).
 ///
 /// advance() with nothing to do compares the time with one bound kept in clock units (the first
 /// instant of the next tick with work, or of the earliest staged deadline): no division by the
@@ -82,7 +84,7 @@ class timer_wheel {
   /// from the advance() that reaches it. Precondition: !n.scheduled(). O(1).
   void schedule(timer_node& n, clock::time_point deadline) {
     assert(!n.scheduled());
-    enqueue(n, scale_.deadline_tick(deadline));
+    stage(n, scale_.deadline_tick(deadline));
     ++size_;
   }
 
@@ -124,7 +126,7 @@ class timer_wheel {
       }
     }
     cancel(n);
-    enqueue(n, t);
+    stage(n, t);
     ++size_;
   }
 
@@ -206,8 +208,6 @@ class timer_wheel {
   static constexpr std::uint16_t overdue_slot = wheel_slots;     // deadlines <= elapsed_
   static constexpr std::uint16_t staged_slot = wheel_slots + 1;  // scheduled, not yet filed
   static constexpr std::size_t stage_limit = 256;
-  static constexpr std::uint32_t direct_run = 16384;
-  static constexpr std::size_t direct_max_size = std::size_t{1} << 18;
 
   using slot = detail::entry_slot;
   // The early visit of one level's next occupied slot (see visit()).
@@ -227,61 +227,16 @@ class timer_wheel {
     tick_t tick;  // when the slot comes due: its entry_slot::due
   };
 
-  // A schedule: staged, or filed at once during a run of direct filings (file_direct()). The
-  // staging path's one test decides: a deadline below min_staged_, which is ~0 while nothing is
-  // staged, so during a run (nothing staged) every schedule takes that branch, while a run of
-  // schedules cancelled while staged (the runtime's I/O timeouts, schedule_cancel) leaves it
-  // at the least deadline seen and rarely does. A separate test of the run on the staging path
-  // cost schedule_cancel (2 ns) ~15%, a bound of its own ~6%.
-  void enqueue(timer_node& n, tick_t t) {
-    if (t < min_staged_) [[unlikely]] {
-      if (direct_left_ != 0 && t >= direct_from_) {
-        file_direct(n, t);
-        return;
-      }
-      lower_min_staged(t);
-    }
-    stage(n, t);
-  }
-  // Files n at once: t >= direct_from_, i.e. after the wheel's time and at or after every bound
-  // advance() and next_deadline() answer from, so filing lowers none (file_now()).
-  void file_direct(timer_node& n, tick_t t) {
-    --direct_left_;
-    const unsigned level = detail::ring_level(elapsed_, t);
-    const unsigned s = detail::slot_for(t, level);
-    slot* const lv = levels_[level];
-    if (lv != nullptr && lv[s].hole != detail::no_hole) [[likely]] {
-      // Churn's case: a hole to reuse (flush_cancels() made it; hot). A slot with a hole has a
-      // live node (an emptied slot is released), so its bit is set already.
-      detail::cover([](detail::wheel_coverage& c) { ++c.direct_files; });
-      slot& sl = lv[s];
-      if (t < sl.due) sl.due = t;
-      n.tick_ = t;
-      n.state_ = timer_node::state::queued;
-      n.slot_ = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
-      n.pos_ = sl.take_hole(&n);
-      return;
-    }
-    file_now(n, t);
-  }
-  // file_direct() where the slot has no hole to reuse (wheel.cpp).
-  void file_now(timer_node& n, tick_t t);
-
-  // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index. Precondition:
-  // t >= min_staged_ (enqueue() lowers it).
+  // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
     n.tick_ = t;
+    if (t < min_staged_) lower_min_staged(t);
     n.state_ = timer_node::state::queued;
     n.slot_ = staged_slot;
     n.pos_ = staged_count_;
     staged_[staged_count_++] = &n;
     if (staged_count_ == stage_limit) {
       detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_full; });
-      // A full staging area: 256 schedules filed in a second pass. While the nodes are few
-      // enough to stay in cache (churn is then bound by instructions), the next direct_run
-      // schedules are filed at once; beyond, the second pass is what keeps the instructions
-      // between a churn's node misses few (more of them in flight), so staging stays.
-      if (size_ <= direct_max_size) direct_left_ = direct_run;
       file_staged();
     }
   }
@@ -348,8 +303,7 @@ class timer_wheel {
   slot* add_level(unsigned level);
 
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
-  // Returns whether that woke a level's visits (wake_visits()).
-  bool file(timer_node& n, tick_t t) {
+  void file(timer_node& n, tick_t t) {
     n.tick_ = t;
     if (t > elapsed_) {
       const unsigned level = detail::ring_level(elapsed_, t);
@@ -360,10 +314,11 @@ class timer_wheel {
       if (t < lv[s].due) lv[s].due = t;
       occupied_[level] |= std::uint64_t{1} << s;
       detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
-      return add_to(lv[s], static_cast<std::uint16_t>(level * detail::slots_per_level + s), n);
+      add_to(lv[s], static_cast<std::uint16_t>(level * detail::slots_per_level + s), n);
+    } else {
+      detail::cover([](detail::wheel_coverage& c) { ++c.filed_overdue; });
+      add_to(overdue_, overdue_slot, n);
     }
-    detail::cover([](detail::wheel_coverage& c) { ++c.filed_overdue; });
-    return add_to(overdue_, overdue_slot, n);
   }
 
   // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
@@ -406,16 +361,11 @@ class timer_wheel {
     if (sl.size >= visit_min_live_ && --big_slots_[level] == 0) big_levels_ &= ~(1u << level);
   }
 
-  // Adds n to slot `sl`, whose id is `id`. Returns whether that woke a level's visits.
-  bool add_to(slot& sl, std::uint16_t id, timer_node& n) {
+  // Adds n to slot `sl`, whose id is `id`.
+  void add_to(slot& sl, std::uint16_t id, timer_node& n) {
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
-    bool woke = false;
-    n.pos_ = sl.add(&n, pool_, visit_min_live_, [this, id, &woke] {
-      wake_visits(id);
-      woke = true;
-    });
-    return woke;
+    n.pos_ = sl.add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
   }
 
   // Takes n out of its slot: touches only the node and the log. size_ stays exact at once; the
@@ -498,10 +448,6 @@ class timer_wheel {
   // tick of every occupied slot and of every pending visit step, elapsed_ while a timer is
   // overdue. A bound: cancels and lazy pushes do not raise it.
   tick_t next_work_ = 0;
-  // enqueue() files at once deadlines at or after this: max(next_work_, next_due_, elapsed_ + 1),
-  // set with next_work_ and raised with next_due_; ~0 until the first filing.
-  mutable tick_t direct_from_ = ~tick_t{0};
-  std::uint32_t direct_left_ = 0;  // schedules still to file at once (enqueue())
   // The first instant of tick next_work_ in clock::rep (nanoseconds; saturated at the maximum,
   // the minimum when next_work_ is 0): now_tick(t) < next_work_ exactly when t's count is below
   // it, so while nothing is staged advance() compares with it, without dividing by the tick.

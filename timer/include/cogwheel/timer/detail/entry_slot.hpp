@@ -163,16 +163,6 @@ struct entry_slot {
     return i;
   }
 
-  // Stores n in the most recent hole and returns its index. Precondition: hole != no_hole.
-  std::uint32_t take_hole(timer_node* n) noexcept {
-    ++live;
-    const std::uint32_t i = hole;
-    timer_node*& e = at(i);
-    hole = next_hole(e);
-    e = n;
-    return i;
-  }
-
   void make_hole(std::uint32_t i) noexcept {
     at(i) = hole_linking(hole);
     hole = i;

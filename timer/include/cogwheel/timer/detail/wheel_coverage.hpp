@@ -24,8 +24,6 @@ struct wheel_coverage {
   std::uint64_t cancel_flush_full = 0;        // cancel log applied because it held 256 entries
   std::uint64_t cancel_flush_filing = 0;      // cancel log applied (non-empty) before filing
   std::uint64_t cancel_flush_destroy = 0;     // cancel log applied (non-empty) by the destructor
-  std::uint64_t direct_files = 0;             // schedules filed at once (a run after a full staging)
-  std::uint64_t direct_wakes = 0;             // of those, appends that woke a level's visits
   std::uint64_t lazy_pushes = 0;              // later deadlines recorded without moving the node
   std::uint64_t visit_moves = 0;              // pushed nodes re-filed by a visit before due
   std::uint64_t visit_emptied = 0;            // visits that emptied the visited slot
