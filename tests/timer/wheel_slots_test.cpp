@@ -86,4 +86,22 @@ TEST(timer_wheel_due, a_cancelled_earliest_timer_makes_its_slot_come_due_early_n
   EXPECT_EQ(wheel.invariant_violation(), nullptr);
 }
 
+// A cancel only logs the node (the slot's live count and occupancy bit follow at the log's
+// flush), yet next_deadline() stays exact when a slot's last timer is cancelled: it applies the
+// log first, so a loop does not wake for a slot that holds only cancelled timers.
+TEST(timer_wheel_due, cancelling_a_slots_last_timer_moves_next_deadline_to_the_next_slot) {
+  timer_wheel wheel(1ms, t0);
+  probe soon, later;
+  wheel.schedule(soon, t0 + 10ms);
+  wheel.schedule(later, t0 + 1000ms);
+  wheel.advance(t0);  // files both
+  EXPECT_EQ(wheel.next_deadline(), t0 + 10ms);
+  EXPECT_TRUE(wheel.cancel(soon));
+  EXPECT_EQ(wheel.next_deadline(), t0 + 1000ms);
+  EXPECT_EQ(wheel.pending_per_level()[0], 0u);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_EQ(wheel.advance(t0 + 1000ms), 1u);
+  EXPECT_EQ(later.fired, 1);
+}
+
 }  // namespace

@@ -100,6 +100,7 @@ inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() con
 }
 
 std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
+  flush_cancels();  // a slot whose timers were all cancelled is released, and forgotten here
   if (overdue_.live > 0) return scale_.time_of(elapsed_);
   // ~0 stands for none: no slot comes due at tick ~0, and staged deadlines are below 2^63 ticks.
   if (!next_due_known_) {
@@ -121,13 +122,18 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
 }
 
 // Invariant that makes the cancel log safe: between a cancel and this flush no wheel slot gains
-// an entry (only file() adds, and its callers flush first), and no one reads a filed slot's
-// entries (they may point at nodes already destroyed).
+// or loses an entry (only file() adds and advance() removes, and both flush first), and no one
+// reads a filed slot's entries (they may point at nodes already destroyed) or its live count. A
+// slot's live count still counts its logged nodes, so it reaches 0 at the last of them.
 void timer_wheel::flush_cancels() noexcept {
   for (std::uint32_t i = 0; i < cancel_count_; ++i) {
     const cancelled_entry c = cancel_log_[i];
     slot& sl = slot_at(c.slot);
-    if (c.pos < sl.size) sl.make_hole(c.pos);
+    assert(c.pos < sl.size && sl.live > 0);
+    if (--sl.live == 0)
+      release_slot(c.slot);
+    else
+      sl.make_hole(c.pos);
   }
   cancel_count_ = 0;
 }

@@ -20,7 +20,8 @@ const char* timer_wheel::invariant_violation() const noexcept {
   if (cancel_count_ >= cancel_log_.size()) return "the cancel log is full and was not applied";
 
   // Logged cancels: a filed slot's entry that still points at a node which has left (it may be
-  // destroyed already, so it is never dereferenced), applied before anything files again.
+  // destroyed already, so it is never dereferenced) and that its slot's live count still counts,
+  // applied before anything files, advances or reads the slots again.
   std::vector<std::pair<std::uint16_t, std::uint32_t>> logged;
   for (std::uint32_t i = 0; i < cancel_count_; ++i) {
     const cancelled_entry c = cancel_log_[i];
@@ -28,10 +29,9 @@ const char* timer_wheel::invariant_violation() const noexcept {
     if (c.slot < overdue_slot && levels_[c.slot / slots_per_level] == nullptr)
       return "a cancel was logged in a level that has no slots";
     const slot& sl = slot_at(c.slot);
-    if (c.pos < sl.size) {
-      if (detail::is_hole(const_cast<slot&>(sl).at(c.pos))) return "a logged cancel points at a hole";
-      logged.emplace_back(c.slot, c.pos);
-    }
+    if (c.pos >= sl.size) return "a logged cancel points beyond its slot's entries";
+    if (detail::is_hole(const_cast<slot&>(sl).at(c.pos))) return "a logged cancel points at a hole";
+    logged.emplace_back(c.slot, c.pos);
   }
   std::sort(logged.begin(), logged.end());
   if (std::adjacent_find(logged.begin(), logged.end()) != logged.end())
@@ -129,8 +129,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
       }
     }
     if (hole_entries != holes) return "a hole is missing from its slot's hole stack";
-    if (pointers != sl.live + static_cast<std::uint32_t>(here.second - here.first))
-      return "a slot's live count disagrees with its entries and logged cancels";
+    if (pointers != sl.live) return "a slot's live count disagrees with its entries (logged cancels included)";
   }
   if (staged_count_ >= stage_limit) return "the staging area is full and was not filed";
   for (std::uint32_t i = 0; i < staged_count_; ++i) {
@@ -140,6 +139,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
     if (n->tick_ < min_staged_) return "a staged deadline is below the staging bound";
   }
   live_total += staged_count_;
+  live_total -= cancel_count_;  // counted in their slots' live counts until the flush
   if (live_total != size_) return "size() disagrees with the slots' live counts";
   if (pool_.allocated() != blocks_in_use + pool_.free_count())
     return "the block pool lost or duplicated a block";

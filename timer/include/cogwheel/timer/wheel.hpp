@@ -32,10 +32,12 @@
 /// due is O(1). Visits only ever move a node to a later slot: they change when work is done,
 /// never when a timer fires.
 ///
-/// cancel() of a filed node touches only the node and the slot's header: the write that turns
-/// its slot entry into a hole is logged (slot, index) and applied in a batch before anything
-/// reads or adds slot entries again (filing, advance, destruction). At a million timers that
-/// entry is a cache miss that depends on the node's own miss; batched, the misses overlap.
+/// cancel() of a filed node touches only the node and a log: (slot, index) is logged, and the
+/// slot's live count, its occupancy bit and the write that turns its entry into a hole are
+/// applied in a batch before anything reads or adds slot entries or live counts again (filing,
+/// advance, next_deadline(), destruction). At a million timers the entry is a cache miss that
+/// depends on the node's own miss; batched, the misses overlap, and the cancel itself leaves
+/// few instructions between one node's miss and the next (docs/timer.md, session 15).
 ///
 /// advance() with nothing to do compares the time with one bound kept in clock units (the first
 /// instant of the next tick with work, or of the earliest staged deadline): no division by the
@@ -192,6 +194,7 @@ class timer_wheel {
   /// where its node still is), then at index level_count the overdue and not yet filed ones.
   /// Sums to size(). O(occupied slots), for metrics: not for an expiry callback.
   std::array<std::size_t, detail::level_count + 1> pending_per_level() const noexcept {
+    flush_cancels();
     std::array<std::size_t, detail::level_count + 1> out{};
     for (unsigned level = 0; level < detail::level_count; ++level)
       for (std::uint64_t bits = occupied_[level]; bits != 0; bits &= bits - 1)
@@ -365,18 +368,14 @@ class timer_wheel {
     n.pos_ = sl.add(&n, pool_, visit_min_live_, [this, id] { wake_visits(id); });
   }
 
-  // Takes n out of its slot. live, the bitmap and size stay exact at once; for a filed node the
-  // entry itself becomes a hole at the next flush_cancels() (an emptied slot is reset now, and
-  // its logged entries are then beyond its size and skipped).
+  // Takes n out of its slot: touches only the node and the log. size_ stays exact at once; the
+  // slot's live count, its occupancy bit and its entry follow at the next flush_cancels(), which
+  // runs before anything reads them (filing, advance, next_deadline(), destruction). The node's
+  // load is the miss of a cancel at a million timers; what follows it here is what keeps fewer
+  // of the next cancels' misses in flight, so the slot header's update waits for the flush.
   void unlink(timer_node& n) noexcept {
-    slot& sl = slot_at(n.slot_);
-    assert(n.pos_ < sl.size && sl.at(n.pos_) == &n);
+    assert(n.pos_ < slot_at(n.slot_).size && slot_at(n.slot_).at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
-    if (sl.live == 1) {
-      release_slot(n.slot_);
-      return;
-    }
-    --sl.live;
     cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
     if (cancel_count_ == cancel_log_.size()) {
       detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_full; });
@@ -388,6 +387,12 @@ class timer_wheel {
   // small enough to be inlined into its callers, and both run rarely (a flush per 256 cancels,
   // a release when a slot empties).
   void flush_cancels() noexcept;
+  // flush_cancels() for the const queries that read slots (next_deadline(), pending_per_level()):
+  // the log is not part of the wheel's observable state, so applying it changes no answer but
+  // theirs, which it makes exact again.
+  void flush_cancels() const noexcept {
+    if (cancel_count_ != 0) const_cast<timer_wheel*>(this)->flush_cancels();
+  }
   // Empties slot `id` (its last live node left) and clears its occupancy bit.
   void release_slot(std::uint16_t id) noexcept;
 
