@@ -61,14 +61,21 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead,
 // Claim records (see the top). A record is an array of its jobs' ids in the claim's order, in
 // which a job done is `false`: positions never move, so an acknowledgement names a job by its
 // position. `record(m)`: the array of record m (a token, as text), or nil when there is none
-// (reaped, done, or a member of an older version). `keep(m, ids)`: writes back record m after
+// (reaped, done, or a member of an older version); read with unpack_limit past the array's
+// header, its entries go on the stack and into a table made at its size (cmsgpack.unpack grows
+// its table one entry at a time, rehashing at each power of two: garbage for the GC). `keep(m, ids)`: writes back record m after
 // entries of `ids` were set to false, deleting the record and its in-flight member when none is
 // left. `take(m, id)`: sets id's entry false; false when it is not there (the lease was lost).
 // O(claim_record_jobs) each.
 #define COGWHEEL_REDIS_LUA_RECORDS                                                       \
   "local function record(m)\n"                                                          \
   "  local r = redis.call('HGET', KEYS[5], m)\n"                                         \
-  "  if r then return cmsgpack.unpack(r) end\n"                                          \
+  "  if not r then return nil end\n"                                                     \
+  "  local b, k, at = string.byte(r, 1), -1, 1\n"                                        \
+  "  if b >= 0x90 and b <= 0x9f then k = b - 0x90\n"                                     \
+  "  elseif b == 0xdc then k, at = string.byte(r, 2) * 256 + string.byte(r, 3), 3 end\n"  \
+  "  if k < 0 or k > 4000 then return cmsgpack.unpack(r) end\n"                          \
+  "  return {select(2, cmsgpack.unpack_limit(r, k, at))}\n"                              \
   "end\n"                                                                               \
   "local function keep(m, ids)\n"                                                       \
   "  for p = 1, #ids do\n"                                                              \
@@ -199,10 +206,10 @@ return n
 //     no number per job in the common case), {payload, ...} (one per job of the list)}
 inline constexpr const char* claim_lua =
     COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
--- The bytes cmsgpack.pack({ids[a], ..., ids[b]}) writes: an array's header, then its strings
--- (cmsgpack.pack of several values writes each in turn).
--- (cmsgpack.pack of several values writes each in turn). Over a few thousand (Lua's unpack
--- limit), through a table.
+-- The record of ids[a..b]: cmsgpack.pack of a table made at its size (`{unpack(...)}`: one
+-- allocation; filled one by one, a table grows by doubling). Not cmsgpack.pack(unpack(...)):
+-- that makes one Lua string per id (interned, then swept by the GC) and concatenates them.
+-- Over a few thousand (Lua's unpack limit), filled one by one.
 local function slice(ids, a, b)
   local k = b - a + 1
   if k > 4000 then
@@ -210,8 +217,7 @@ local function slice(ids, a, b)
     for i = a, b do t[i - a + 1] = ids[i] end
     return cmsgpack.pack(t)
   end
-  local head = k < 16 and string.char(0x90 + k) or string.char(0xdc, math.floor(k / 256), k % 256)
-  return head .. cmsgpack.pack(unpack(ids, a, b))
+  return cmsgpack.pack({unpack(ids, a, b)})
 end
 local acked = ack(8)
 local visibility = tonumber(ARGV[1])
@@ -246,7 +252,7 @@ local first = nil
 -- Counters instead of `#t` (a search in Lua 5.1) in the loops below: they run per job.
 local count = #due / 2
 if count > 0 then
-  local ids = {}
+  local ids = {unpack(due, 1, count)}  -- made at its size (see slice), then the ids put in
   for k = 1, count do ids[k] = due[2 * k - 1] end
   payloads = redis.call('HMGET', KEYS[3], unpack(ids))
   -- No job has a count while no job was claimed twice (or died): nothing to read then.
