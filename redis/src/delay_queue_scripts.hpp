@@ -66,8 +66,8 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead,
 // not read that way): its entries go on the stack and into a table made at their number
 // (cmsgpack.unpack grows its table one entry at a time, rehashing at each power of two: garbage
 // for the GC). `keep(m, ids)`: writes back record m after entries of `ids` were set to false,
-// deleting the record and its in-flight member when none is left. `take(m, id)`: sets id's entry false; false when it is not there (the lease was lost).
-// O(claim_record_jobs) each.
+// deleting the record and its in-flight member when none is left. `take(m, id)`: sets id's
+// entry false; false when it is not there (the lease was lost). O(claim_record_jobs) each.
 #define COGWHEEL_REDIS_LUA_RECORDS                                                       \
   "local function header(r)\n"                                                          \
   "  local b = string.byte(r, 1)\n"                                                      \
@@ -162,10 +162,11 @@ return n
 // A group of one range over a whole record none of whose jobs was taken out (its bytes hold no
 // 0xc2, MessagePack's false: an id holding that byte only sends it the general way) deletes the
 // record and gives its ids to HDEL straight from its bytes, 30 at a time (`gone`, with
-// unpack_limit): no table, no entry set to false, no copy into `done`. -> how many were still held.
+// unpack_limit; 30 for the reason `bulk` gives): no table, no entry set to false, no copy into
+// `done`. -> how many were still held.
 #define COGWHEEL_REDIS_LUA_ACK                                                        \
   "local function ack(from)\n"                                                        \
-  "  local done, n, counted = {}, 0, nil\n"                                           \
+  "  local done, nd, n, counted = {}, 0, 0, nil\n"                                    \
   "  local function gone(off, ...)\n"                                                 \
   "    redis.call('HDEL', KEYS[3], ...)\n"                                            \
   "    if counted == nil then counted = redis.call('EXISTS', KEYS[4]) == 1 end\n"     \
@@ -191,7 +192,7 @@ return n
   "        for q = i + 2, i + 2 * k, 2 do\n"                                          \
   "          for p = tonumber(ARGV[q]), math.min(tonumber(ARGV[q + 1]), size) do\n"   \
   "            local id = ids[p]\n"                                                   \
-  "            if id then ids[p] = false n = n + 1 done[#done + 1] = id end\n"        \
+  "            if id then ids[p] = false n = n + 1 nd = nd + 1 done[nd] = id end\n"   \
   "          end\n"                                                                   \
   "        end\n"                                                                     \
   "        if n > before then keep(m, ids) end\n"                                     \
@@ -199,7 +200,7 @@ return n
   "    end\n"                                                                         \
   "    i = i + 2 + 2 * k\n"                                                           \
   "  end\n"                                                                           \
-  "  for a = 1, #done, 30 do gone(0, unpack(done, a, math.min(a + 29, #done))) end\n" \
+  "  for a = 1, nd, 30 do gone(0, unpack(done, a, math.min(a + 29, nd))) end\n"       \
   "  return n\n"                                                                      \
   "end\n"
 
@@ -345,7 +346,7 @@ return {now, due, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te
 
 // ARGV: groups token, k, k ranges (see ack) -> how many still held their lease (and are done). A
 // worker with a claim coming soon sends them with the claim instead (claim_lua's ARGV[8..]).
-inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
+inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
 return ack(1)
 )";
 
