@@ -61,14 +61,28 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead,
 // Claim records (see the top). A record is an array of its jobs' ids in the claim's order, in
 // which a job done is `false`: positions never move, so an acknowledgement names a job by its
 // position. `record(m)`: the array of record m (a token, as text), or nil when there is none
-// (reaped, done, or a member of an older version). `keep(m, ids)`: writes back record m after
-// entries of `ids` were set to false, deleting the record and its in-flight member when none is
-// left. `take(m, id)`: sets id's entry false; false when it is not there (the lease was lost).
-// O(claim_record_jobs) each.
+// (reaped, done, or a member of an older version); `decode(r)` of its bytes, read with
+// unpack_limit past the array's header (`header(r)`: entries and header bytes, -1 for a form
+// not read that way): its entries go on the stack and into a table made at their number
+// (cmsgpack.unpack grows its table one entry at a time, rehashing at each power of two: garbage
+// for the GC). `keep(m, ids)`: writes back record m after entries of `ids` were set to false,
+// deleting the record and its in-flight member when none is left. `take(m, id)`: sets id's
+// entry false; false when it is not there (the lease was lost). O(claim_record_jobs) each.
 #define COGWHEEL_REDIS_LUA_RECORDS                                                       \
+  "local function header(r)\n"                                                          \
+  "  local b = string.byte(r, 1)\n"                                                      \
+  "  if b >= 0x90 and b <= 0x9f then return b - 0x90, 1 end\n"                           \
+  "  if b == 0xdc then return string.byte(r, 2) * 256 + string.byte(r, 3), 3 end\n"       \
+  "  return -1, 0\n"                                                                     \
+  "end\n"                                                                               \
+  "local function decode(r)\n"                                                          \
+  "  local k, at = header(r)\n"                                                          \
+  "  if k < 0 or k > 4000 then return cmsgpack.unpack(r) end\n"                          \
+  "  return {select(2, cmsgpack.unpack_limit(r, k, at))}\n"                              \
+  "end\n"                                                                               \
   "local function record(m)\n"                                                          \
   "  local r = redis.call('HGET', KEYS[5], m)\n"                                         \
-  "  if r then return cmsgpack.unpack(r) end\n"                                          \
+  "  if r then return decode(r) end\n"                                                   \
   "end\n"                                                                               \
   "local function keep(m, ids)\n"                                                       \
   "  for p = 1, #ids do\n"                                                              \
@@ -145,30 +159,48 @@ return n
 // sends ranges: jobs mostly end in their due order, so a whole record is usually one range, and
 // no id travels). Those still in their record are set done (one read and one write of the
 // record per group: no command per job), and their payloads and attempts deleted.
-// -> how many were still held.
+// A group of one range over a whole record none of whose jobs was taken out (its bytes hold no
+// 0xc2, MessagePack's false: an id holding that byte only sends it the general way) deletes the
+// record and gives its ids to HDEL straight from its bytes, 30 at a time (`gone`, with
+// unpack_limit; 30 for the reason `bulk` gives): no table, no entry set to false, no copy into
+// `done`. -> how many were still held.
 #define COGWHEEL_REDIS_LUA_ACK                                                        \
   "local function ack(from)\n"                                                        \
-  "  local done, n = {}, 0\n"                                                         \
+  "  local done, nd, n, counted = {}, 0, 0, nil\n"                                    \
+  "  local function gone(off, ...)\n"                                                 \
+  "    redis.call('HDEL', KEYS[3], ...)\n"                                            \
+  "    if counted == nil then counted = redis.call('EXISTS', KEYS[4]) == 1 end\n"     \
+  "    if counted then redis.call('HDEL', KEYS[4], ...) end\n"                        \
+  "    return off\n"                                                                  \
+  "  end\n"                                                                           \
   "  local i, last = from, #ARGV\n"                                                   \
   "  while i < last do\n"                                                             \
   "    local m, k = ARGV[i], tonumber(ARGV[i + 1])\n"                                 \
-  "    local ids = record(m)\n"                                                       \
-  "    if ids then\n"                                                                 \
-  "      local gone, size = n, #ids\n"                                                \
-  "      for r = i + 2, i + 2 * k, 2 do\n"                                            \
-  "        for p = tonumber(ARGV[r]), math.min(tonumber(ARGV[r + 1]), size) do\n"     \
-  "          local id = ids[p]\n"                                                     \
-  "          if id then ids[p] = false n = n + 1 done[n] = id end\n"                  \
+  "    local r = redis.call('HGET', KEYS[5], m)\n"                                    \
+  "    if r then\n"                                                                   \
+  "      local size, at = header(r)\n"                                                \
+  "      if k == 1 and size > 0 and size <= 4000 and tonumber(ARGV[i + 2]) <= 1 and tonumber(ARGV[i + 3]) >= size\n" \
+  "          and not string.find(r, '\\194', at + 1, true) then\n"                    \
+  "        redis.call('HDEL', KEYS[5], m)\n"                                          \
+  "        redis.call('ZREM', KEYS[2], m)\n"                                          \
+  "        local off = at\n"                                                          \
+  "        while off > 0 do off = gone(cmsgpack.unpack_limit(r, 30, off)) end\n"      \
+  "        n = n + size\n"                                                            \
+  "      else\n"                                                                      \
+  "        local ids = decode(r)\n"                                                   \
+  "        local before, size = n, #ids\n"                                            \
+  "        for q = i + 2, i + 2 * k, 2 do\n"                                          \
+  "          for p = tonumber(ARGV[q]), math.min(tonumber(ARGV[q + 1]), size) do\n"   \
+  "            local id = ids[p]\n"                                                   \
+  "            if id then ids[p] = false n = n + 1 nd = nd + 1 done[nd] = id end\n"   \
+  "          end\n"                                                                   \
   "        end\n"                                                                     \
+  "        if n > before then keep(m, ids) end\n"                                     \
   "      end\n"                                                                       \
-  "      if n > gone then keep(m, ids) end\n"                                         \
   "    end\n"                                                                         \
   "    i = i + 2 + 2 * k\n"                                                           \
   "  end\n"                                                                           \
-  "  if n > 0 then\n"                                                                 \
-  "    bulk('HDEL', KEYS[3], done)\n"                                                 \
-  "    if redis.call('EXISTS', KEYS[4]) == 1 then bulk('HDEL', KEYS[4], done) end\n"   \
-  "  end\n"                                                                           \
+  "  for a = 1, nd, 30 do gone(0, unpack(done, a, math.min(a + 29, nd))) end\n"       \
   "  return n\n"                                                                      \
   "end\n"
 
@@ -199,10 +231,10 @@ return n
 //     no number per job in the common case), {payload, ...} (one per job of the list)}
 inline constexpr const char* claim_lua =
     COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
--- The bytes cmsgpack.pack({ids[a], ..., ids[b]}) writes: an array's header, then its strings
--- (cmsgpack.pack of several values writes each in turn).
--- (cmsgpack.pack of several values writes each in turn). Over a few thousand (Lua's unpack
--- limit), through a table.
+-- The record of ids[a..b]: cmsgpack.pack of a table made at its size (`{unpack(...)}`: one
+-- allocation; filled one by one, a table grows by doubling). Not cmsgpack.pack(unpack(...)):
+-- that makes one Lua string per id (interned, then swept by the GC) and concatenates them.
+-- Over a few thousand (Lua's unpack limit), filled one by one.
 local function slice(ids, a, b)
   local k = b - a + 1
   if k > 4000 then
@@ -210,8 +242,7 @@ local function slice(ids, a, b)
     for i = a, b do t[i - a + 1] = ids[i] end
     return cmsgpack.pack(t)
   end
-  local head = k < 16 and string.char(0x90 + k) or string.char(0xdc, math.floor(k / 256), k % 256)
-  return head .. cmsgpack.pack(unpack(ids, a, b))
+  return cmsgpack.pack({unpack(ids, a, b)})
 end
 local acked = ack(8)
 local visibility = tonumber(ARGV[1])
@@ -246,7 +277,7 @@ local first = nil
 -- Counters instead of `#t` (a search in Lua 5.1) in the loops below: they run per job.
 local count = #due / 2
 if count > 0 then
-  local ids = {}
+  local ids = {unpack(due, 1, count)}  -- made at its size (see slice), then the ids put in
   for k = 1, count do ids[k] = due[2 * k - 1] end
   payloads = redis.call('HMGET', KEYS[3], unpack(ids))
   -- No job has a count while no job was claimed twice (or died): nothing to read then.
@@ -315,7 +346,7 @@ return {now, due, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te
 
 // ARGV: groups token, k, k ranges (see ack) -> how many still held their lease (and are done). A
 // worker with a claim coming soon sends them with the claim instead (claim_lua's ARGV[8..]).
-inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
+inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
 return ack(1)
 )";
 

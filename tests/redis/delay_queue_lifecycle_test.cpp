@@ -202,6 +202,76 @@ TEST_F(redis_delay_queue_life, a_claim_record_is_stored_as_a_messagepack_array_o
   }
 }
 
+// MessagePack as the scripts' cmsgpack writes it: a string (`nullopt`: false, a job done).
+std::string msgpack_entry(const std::optional<std::string>& s) {
+  if (!s) return std::string(1, '\xc2');
+  const std::size_t n = s->size();
+  if (n < 32) return static_cast<char>(0xa0 + n) + *s;
+  if (n < 256) return std::string(1, '\xd9') + static_cast<char>(n) + *s;
+  return std::string(1, '\xda') + static_cast<char>(n >> 8) + static_cast<char>(n & 0xff) + *s;
+}
+std::string msgpack_array(const std::vector<std::optional<std::string>>& v, bool array32 = false) {
+  const std::size_t n = v.size();
+  std::string out;
+  if (array32) out = std::string("\xdd\x00", 2) + static_cast<char>(n >> 16) + static_cast<char>((n >> 8) & 0xff) + static_cast<char>(n & 0xff);
+  else if (n < 16) out = std::string(1, static_cast<char>(0x90 + n));
+  else out = std::string(1, '\xdc') + static_cast<char>(n >> 8) + static_cast<char>(n & 0xff);
+  for (const auto& s : v) out += msgpack_entry(s);
+  return out;
+}
+
+// Claim records in every form a MessagePack array takes (the scripts read the array's header
+// themselves, then its entries past it): a fixarray whose id holds the bytes of MessagePack
+// headers, an array 16 with jobs done (false), an array 32 of 3 (another writer's choice), and an
+// array 16 of 9,000 (more entries than the Lua stack holds: read as a table). Written by hand;
+// depth() counts what they hold, cancel() takes a job out of each, and the record is rewritten
+// with only that entry changed.
+TEST_F(redis_delay_queue_life, claim_records_in_every_messagepack_array_form_are_read_whole) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "hand");
+    const std::string binary("a2\xc2\xdc\x90\xdd", 6);
+    std::vector<std::vector<std::optional<std::string>>> records(4);
+    records[0] = {"a0", std::nullopt, binary, "a3"};
+    for (int i = 0; i < 20; ++i) records[1].emplace_back(i == 1 || i == 6 ? std::nullopt : std::optional<std::string>("b" + std::to_string(i)));
+    records[2] = {"c0", "c1", "c2"};
+    for (int i = 0; i < 9000; ++i) records[3].emplace_back("d" + std::to_string(i));
+    const std::int64_t far = wall_us() / 1000 + 3600000;
+    int held = 0;
+    for (std::size_t r = 0; r < records.size(); ++r) {
+      const std::string token = std::to_string(1001 + r);
+      CO_ASSERT_OK(co_await c->command("HSET", "{hand}:claims", token, msgpack_array(records[r], r == 2)));
+      CO_ASSERT_OK(co_await c->command("ZADD", "{hand}:inflight", far, token));
+      std::vector<redis::command_arg> payloads = {"HSET", "{hand}:payload"};  // the jobs held have payloads
+      for (const auto& id : records[r])
+        if (id) {
+          payloads.emplace_back(*id);
+          payloads.emplace_back("p");
+          ++held;
+        }
+      CO_ASSERT_OK(co_await c->command(std::span<const redis::command_arg>(payloads)));
+    }
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->in_flight, held);
+    for (const std::string& id : {binary, std::string("b19"), std::string("c1"), std::string("d8999")}) {
+      auto cancelled = co_await q.cancel(id);
+      CO_ASSERT_OK(cancelled);
+      EXPECT_TRUE(*cancelled) << id;
+    }
+    d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->in_flight, held - 4);
+    records[0][2] = records[1][19] = std::nullopt;
+    for (std::size_t r = 0; r < 2; ++r) {
+      auto stored = co_await c->command("HGET", "{hand}:claims", std::to_string(1001 + r));
+      CO_ASSERT_OK(stored);
+      EXPECT_EQ(std::string(stored->str()), msgpack_array(records[r])) << "record " << r;
+    }
+  }());
+}
+
 TEST_F(redis_delay_queue_life, max_attempts_holds_when_leases_expire) {
   run([&]() -> task<void> {
     auto c = co_await redis::client::connect(options());

@@ -146,6 +146,89 @@ TEST_F(redis_delay_queue_safety, a_running_job_cancelled_loses_its_lease_and_its
   }());
 }
 
+// A record acknowledged as one range over all its positions, one of whose jobs was cancelled
+// while it ran and its id scheduled again: the acknowledgement takes the others out and leaves
+// the new job (its payload) alone, though its range names the cancelled job's position too (a
+// record with a job taken out is not acknowledged straight from its bytes).
+// Runs q with a lookahead worker (4 slots, lookahead 100 ms, acknowledgements gathered for
+// 50 ms) until `ended` of its jobs were acknowledged or refused, or 5 s passed.
+task<void> run_lookahead(delay_queue& q, delay_queue::handler_type handler, redis::worker_options w, std::uint64_t ended) {
+  w.concurrency = 4;
+  w.lookahead = 100ms;
+  w.ack_delay = 50ms;
+  auto until_ended = [&]() -> task<void> {
+    for (int i = 0; i < 500 && q.stats().acked + q.stats().lost_leases < ended; ++i) co_await sleep_for(10ms);
+    q.stop();
+  };
+  co_await when_all(q.run(std::move(handler), w), until_ended());
+}
+
+// A record acknowledged whole, none of its jobs taken out (the acknowledgement deletes it
+// straight from its bytes): its in-flight member, its jobs' payloads and their counts of claims
+// (one job claimed before) are gone.
+TEST_F(redis_delay_queue_safety, a_record_acknowledged_whole_leaves_no_payload_count_or_member) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    const auto t = wall_clock::now();  // scheduled before the worker starts: one claim, one record
+    for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(*co_await q.schedule(id, "p", t));
+    CO_ASSERT_OK(co_await c->command("HSET", "{jobs}:attempts", "b", 1));  // b was claimed once before
+    std::vector<std::int64_t> attempts;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      attempts.push_back(j.attempt);
+      co_return result<void>();
+    };
+    co_await run_lookahead(q, handler, worker(), 3);
+    EXPECT_EQ(q.stats().acked, 3u);
+    EXPECT_EQ(attempts, (std::vector<std::int64_t>{1, 2, 1}));
+    for (const char* key : {"{jobs}:payload", "{jobs}:attempts", "{jobs}:claims", "{jobs}:inflight"}) {
+      auto left = co_await c->command("EXISTS", key);
+      CO_ASSERT_OK(left);
+      EXPECT_EQ(left->integer(), 0) << key;
+    }
+  }());
+}
+
+TEST_F(redis_delay_queue_safety, a_record_acknowledged_whole_after_a_cancel_keeps_the_new_job) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    delay_queue q(*c, "jobs");
+    int ran = 0;
+    bool rescheduled = false;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      ++ran;
+      if (j.id == "a") {
+        auto cancelled = co_await q.cancel("b");
+        EXPECT_TRUE(cancelled && *cancelled);
+        auto again = co_await q.schedule_after("b", "second", 1h);
+        EXPECT_TRUE(again && *again);
+        rescheduled = true;
+      }
+      // The three end together: one acknowledgement, one range over the whole record.
+      for (int i = 0; i < 500 && !rescheduled; ++i) co_await sleep_for(1ms);
+      co_return result<void>();
+    };
+    const auto t = wall_clock::now();  // scheduled before the worker starts: one claim, one record
+    for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(*co_await q.schedule(id, "first", t));
+    co_await run_lookahead(q, handler, worker(), 3);
+    EXPECT_EQ(ran, 3);
+    EXPECT_EQ(q.stats().acked, 2u);
+    EXPECT_EQ(q.stats().lost_leases, 1u);
+    auto d = co_await q.depth();
+    CO_ASSERT_OK(d);
+    EXPECT_EQ(d->due, 1);
+    EXPECT_EQ(d->in_flight, 0);
+    auto payload = co_await c->command("HGET", "{jobs}:payload", "b");
+    CO_ASSERT_OK(payload);
+    EXPECT_EQ(payload->is_string() ? std::string(payload->str()) : std::string("(none)"), "second");
+    auto left = co_await c->command("HLEN", "{jobs}:payload");
+    CO_ASSERT_OK(left);
+    EXPECT_EQ(left->integer(), 1);
+  }());
+}
+
 // One claim of three jobs writes one in-flight entry (its record): an acknowledgement of one
 // job leaves the others held, and when the record's lease expires the claim after re-queues the
 // two unacknowledged jobs (their attempt counted) and not the acknowledged one; their stale
