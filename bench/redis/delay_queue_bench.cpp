@@ -28,11 +28,15 @@
 //        [--tick-us=1000: the firing workers' runtime_options::tick, in us]
 //        [--kinds=0123: which worker kinds run, by their index above]
 //        [--verbose: INFO commandstats of each round on stderr]
+//        [--redis-cpu=N: redis-server alone on CPU N, this process on the other CPUs (a Redis
+//        host of its own, as in production: otherwise the workers' wake-ups share Redis's cores
+//        and caches, which costs the kinds that wake more often; default: no pinning)]
 // Needs redis-server on PATH.
 #include <cogwheel/redis/delay_queue.hpp>
 
 #include <cogwheel/cogwheel.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,6 +73,7 @@ struct config {
   bool backlog = false;        // the throughput run's jobs all scheduled before the workers start
   int tick_us = 1000;          // the workers' runtime_options::tick
   std::string kinds = "0123";  // which worker kinds run (digits: indexes into kind_names)
+  int redis_cpu = -1;          // --redis-cpu: pin redis-server there and this process elsewhere
 };
 
 std::int64_t wall_us() {
@@ -87,6 +92,22 @@ double cpu_seconds(pid_t pid) {
     if (f >> on_cpu) ns += on_cpu;
   }
   return ns / 1e9;
+}
+
+// --redis-cpu: every thread of redis-server on `cpu`, this process (whose threads, runtimes'
+// included, inherit it) on the other CPUs it may use. False when that leaves either side none.
+bool split_cpus(pid_t redis_pid, int cpu) {
+  cpu_set_t mine;
+  if (::sched_getaffinity(0, sizeof mine, &mine) != 0 || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mine)) return false;
+  CPU_CLR(cpu, &mine);
+  if (CPU_COUNT(&mine) == 0) return false;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(redis_pid) + "/task", ec))
+    if (::sched_setaffinity(static_cast<pid_t>(std::stoi(t.path().filename().string())), sizeof one, &one) != 0) return false;
+  return ::sched_setaffinity(0, sizeof mine, &mine) == 0;
 }
 
 redis::client_options options(std::uint16_t port) {
@@ -341,8 +362,9 @@ int main(int argc, char** argv) {
     else if (a.rfind("--tick-us=", 0) == 0) cfg.tick_us = value("--tick-us=");
     else if (a.rfind("--kinds=", 0) == 0) cfg.kinds = a.substr(8);
     else if (a == "--verbose") cfg.verbose = true;
+    else if (a.rfind("--redis-cpu=", 0) == 0) cfg.redis_cpu = value("--redis-cpu=");
     else {
-      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--lookahead=MS] [--concurrency=N] [--throughput-concurrency=N] [--backlog] [--tick-us=US] [--kinds=0123] [--verbose]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--lookahead=MS] [--concurrency=N] [--throughput-concurrency=N] [--backlog] [--tick-us=US] [--kinds=0123] [--verbose] [--redis-cpu=N]\n", argv[0]);
       return 2;
     }
   }
@@ -353,6 +375,13 @@ int main(int argc, char** argv) {
     return 77;
   }
   cogwheel::redis_test::redis_server server;
+  if (cfg.redis_cpu >= 0) {
+    if (!split_cpus(server.pid(), cfg.redis_cpu)) {
+      std::fprintf(stderr, "--redis-cpu=%d: cannot give redis-server that CPU and this process the others\n", cfg.redis_cpu);
+      return 2;
+    }
+    std::printf("redis-server pinned to CPU %d, the workers to the other CPUs\n", cfg.redis_cpu);
+  }
   const double rate = schedule_all(server.port(), "pending:", cfg.pending, wall_clock::now() + 24h, 1h);
   std::printf("scheduled %d pending jobs: %.0f jobs/s (EVALSHA, 256 in flight, one connection)\n", cfg.pending, rate);
   std::printf("%d rounds of %d jobs due over %d s, %u workers, %d jobs pending\n\n", cfg.rounds, cfg.jobs,
