@@ -68,7 +68,9 @@ psched = call('SCRIPT', 'LOAD', b"if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV
 # The poller's script, as delay_queue_bench runs it.
 bench_cpp = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'delay_queue_bench.cpp')).read()
 poll = call('SCRIPT', 'LOAD', re.search(r'poll_claim_lua = R"\((.*?)\)";', bench_cpp, re.S).group(1).encode())
-qk = ['{q}:due', '{q}:inflight', '{q}:payload', '{q}:attempts', '{q}:claims', '{q}:dead', '{q}:reason', '{q}:token']
+# KEYS as the queue passes them; a header of a version before takes the first 8 (its payload
+# hash the third).
+qk = ['{q}:due', '{q}:inflight', '{q}:job', '{q}:attempts', '{q}:claims', '{q}:dead', '{q}:reason', '{q}:token', '{q}:payload']
 pk = ['{poll}:due', '{poll}:payload']
 now = int(time.time() * 1000)
 far = now + 86400000
@@ -87,7 +89,7 @@ def do_claim(acks):
         args += [t, len(by[t])]
         for a, b in by[t]: args += [a, b]
     r = call('EVALSHA', claim, len(qk), *qk, *args)
-    n, first = len(r[1]) // 2, r[9]
+    n, first = len(r[11]), r[9]  # r[11]: one entry per job claimed (either layout's reply)
     halves1, halves2 = [], []
     for rec in range((n + 127) // 128 if n else 0):
         size = min(128, n - rec * 128)

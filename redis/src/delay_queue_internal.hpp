@@ -2,8 +2,10 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <string_view>
 
 #include <cogwheel/redis/delay_queue.hpp>
 
@@ -24,6 +26,24 @@ inline std::int64_t int_of(const reply& r) noexcept {
   if (auto i = r.to_integer()) return *i;
   if (auto d = r.to_double()) return static_cast<std::int64_t>(*d);
   return 0;
+}
+
+// A job's entry in {name}:job as a claim returns it: its due time (ms since the epoch, by the
+// server's clock) as 16 decimal digits and ':', then the payload (delay_queue_scripts.hpp,
+// COGWHEEL_REDIS_LUA_JOBS). An entry without a well-formed stamp (nothing this version writes)
+// is a payload due at once.
+struct job_entry {
+  std::int64_t due_ms = 0;
+  std::string_view payload;
+};
+inline constexpr std::size_t stamp_bytes = 17;
+
+inline job_entry parse_job_entry(std::string_view entry) noexcept {
+  std::int64_t due = 0;
+  if (entry.size() < stamp_bytes || entry[stamp_bytes - 1] != ':') return {0, entry};
+  const char* end = entry.data() + stamp_bytes - 1;
+  if (const auto [ptr, ec] = std::from_chars(entry.data(), end, due); ec != std::errc() || ptr != end) return {0, entry};
+  return {due, entry.substr(stamp_bytes)};
 }
 
 // t + d, saturating at time_point::max(): a lease of milliseconds::max() would overflow the

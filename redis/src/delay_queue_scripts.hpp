@@ -33,7 +33,7 @@
 namespace cogwheel::redis::detail {
 
 // KEYS, in this order, for every script.
-enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead, k_reason, k_token, k_count = 8 };
+enum key_index { k_due = 1, k_inflight, k_job, k_attempts, k_claims, k_dead, k_reason, k_token, k_legacy_payload, k_count = 9 };
 
 // Shared prologue: `now` in ms; `announce(at, channel)` publishes when `at` becomes the
 // earliest due time (call before adding it; no job due at or before `at`: asked without
@@ -57,6 +57,35 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead,
   "end\n"                                                                               \
   "local function claims(id) return tonumber(redis.call('HGET', KEYS[4], id) or '1') end\n" \
   "local function id_of(m) return string.match(m, '^%d+:(.*)$') or m end\n"
+
+// Job entries. KEYS[3] ({name}:job) maps an id to a stamp and the payload: the job's due time
+// as 16 decimal digits and ':' (17 bytes), then the payload's bytes. A claim reads a job's due
+// time with its payload in the one HMGET it makes anyway, and lists the due set without
+// WITHSCORES: Redis 7.0 formats every score it replies with snprintf("%.17g"), a quarter of
+// the claim's instructions per job (callgrind, bench/redis/claim_cachegrind.py).
+// Invariant: a job's stamp is its score in {name}:due whenever it is there, so whatever files a
+// job at another time than its stamp restamps it (`restamp`: reschedule, retry, expiry,
+// requeue; a hand-back files it at its stamp). `stamped(at, payload)` clamps the stamp to
+// 0..2^53-1 (a due time before 1970 is stamped 0 and starts at once, as its score says; one
+// past the year 287,000 is never claimed), so its width never changes.
+// KEYS[9] ({name}:payload) is the layout before: id -> the bare payload, the due time only the
+// score. Nothing writes there any more; its jobs are claimed (their score read, the stamp made
+// by the claim), refused as duplicates, listed and deleted like the others, so a queue that is
+// upgraded with jobs pending drains it. `legacy()`: whether it exists (asked once per script).
+#define COGWHEEL_REDIS_LUA_JOBS                                                         \
+  "local function stamped(at, payload)\n"                                               \
+  "  local ms = math.min(math.max(tonumber(at), 0), 9007199254740991)\n"                \
+  "  return string.format('%016d:', ms) .. payload\n"                                   \
+  "end\n"                                                                               \
+  "local function restamp(id, at)\n"                                                    \
+  "  local v = redis.call('HGET', KEYS[3], id)\n"                                       \
+  "  if v then redis.call('HSET', KEYS[3], id, stamped(at, string.sub(v, 18))) end\n"   \
+  "end\n"                                                                               \
+  "local has_legacy = nil\n"                                                            \
+  "local function legacy()\n"                                                           \
+  "  if has_legacy == nil then has_legacy = redis.call('EXISTS', KEYS[9]) == 1 end\n"   \
+  "  return has_legacy\n"                                                               \
+  "end\n"
 
 // Claim records (see the top). A record is an array of its jobs' ids in the claim's order, in
 // which a job done is `false`: positions never move, so an acknowledgement names a job by its
@@ -102,21 +131,23 @@ enum key_index { k_due = 1, k_inflight, k_payload, k_attempts, k_claims, k_dead,
 
 // ARGV: id, payload, due (ms since the epoch, or a delay in ms when ARGV[5] == 'after'),
 // channel, mode. -> 1 added, 0 a job with this id exists (pending, running or dead).
-inline constexpr const char* schedule_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
-if redis.call('HSETNX', KEYS[3], ARGV[1], ARGV[2]) == 0 then return 0 end
+inline constexpr const char* schedule_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_JOBS R"(
+if legacy() and redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1 then return 0 end
 local at = ARGV[3]
 if ARGV[5] == 'after' then at = now + tonumber(at) end
+if redis.call('HSETNX', KEYS[3], ARGV[1], stamped(at, ARGV[2])) == 0 then return 0 end
 announce(at, ARGV[4])
 redis.call('ZADD', KEYS[1], at, ARGV[1])
 return 1
 )";
 
 // ARGV: id, due_ms, channel. -> 1 moved, 0 not pending.
-inline constexpr const char* reschedule_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
+inline constexpr const char* reschedule_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_JOBS R"(
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local at = tonumber(ARGV[2])
 announce(at, ARGV[3])
 redis.call('ZADD', KEYS[1], 'XX', at, ARGV[1])
+restamp(ARGV[1], at)
 return 1
 )";
 
@@ -124,11 +155,11 @@ return 1
 // with a payload is in flight: its record is found by reading the in-flight set and the records
 // (O(jobs in flight), a price only cancelling a running job pays; its worker's reports are then
 // refused).
-inline constexpr const char* cancel_lua = COGWHEEL_REDIS_LUA_RECORDS R"(
+inline constexpr const char* cancel_lua = COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_JOBS R"(
 local function id_of(m) return string.match(m, '^%d+:(.*)$') or m end
 local id = ARGV[1]
 local n = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[6], id)
-if n == 0 and redis.call('HEXISTS', KEYS[3], id) == 1 then
+if n == 0 and (redis.call('HEXISTS', KEYS[3], id) == 1 or (legacy() and redis.call('HEXISTS', KEYS[9], id) == 1)) then
   for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     if redis.call('HEXISTS', KEYS[5], m) == 1 then
       if take(m, id) then n = 1 break end
@@ -138,7 +169,7 @@ if n == 0 and redis.call('HEXISTS', KEYS[3], id) == 1 then
     end
   end
 end
-for _, k in ipairs({KEYS[3], KEYS[4], KEYS[7]}) do redis.call('HDEL', k, id) end
+for _, k in ipairs({KEYS[3], KEYS[4], KEYS[7], KEYS[9]}) do redis.call('HDEL', k, id) end
 return n
 )";
 
@@ -169,6 +200,7 @@ return n
   "  local done, nd, n, counted = {}, 0, 0, nil\n"                                    \
   "  local function gone(off, ...)\n"                                                 \
   "    redis.call('HDEL', KEYS[3], ...)\n"                                            \
+  "    if legacy() then redis.call('HDEL', KEYS[9], ...) end\n"                          \
   "    if counted == nil then counted = redis.call('EXISTS', KEYS[4]) == 1 end\n"     \
   "    if counted then redis.call('HDEL', KEYS[4], ...) end\n"                        \
   "    return off\n"                                                                  \
@@ -218,19 +250,20 @@ return n
 // always goes), and a payload over max_payload_bytes sends its job to the dead set. The jobs
 // taken are the first `taken` of the due set (ZRANGEBYSCORE from -inf lists them in rank
 // order), removed by one ZREMRANGEBYRANK.
-// Per job, the script only reads: the reply is the due listing and the HMGET's payloads as they
-// came (cut to the jobs claimed; compacted only when a job was buried amid them), and a record
-// is packed from a slice of the ids (`slice`), with no table per record or job.
-// -> {now, {id, due, ...}, earliest due left or -1,
+// Per job, the script only reads: the reply is the due listing (ids, no scores) and the
+// HMGET's entries as they came, each its job's stamp and payload (cut to the jobs claimed;
+// compacted only when a job was buried amid them), and a record is packed from a slice of the
+// ids (`slice`), with no table per record or job.
+// -> {now, {id, ...}, earliest due left or -1,
 //     earliest expiry or -1, more (1: stopped by a bound, more may be due), buried,
 //     seconds and microseconds of TIME read at the script's end (the reference of
 //     the workers' start times: the later it is read, the less a batch starts late),
 //     acknowledgements that held their lease, the first record's token (0: none taken; the
 //     job at index i of the list is in the record of token first + floor(i / claim_record_jobs)),
 //     {i, attempt, ...} for the jobs claimed before (the others are on their first attempt:
-//     no number per job in the common case), {payload, ...} (one per job of the list)}
+//     no number per job in the common case), {stamp and payload, ...} (one per job of the list)}
 inline constexpr const char* claim_lua =
-    COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
+    COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_JOBS COGWHEEL_REDIS_LUA_ACK R"(
 -- The record of ids[a..b]: cmsgpack.pack of a table made at its size (`{unpack(...)}`: one
 -- allocation; filled one by one, a table grows by doubling). Not cmsgpack.pack(unpack(...)):
 -- that makes one Lua string per id (interned, then swept by the GC) and concatenates them.
@@ -267,18 +300,18 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
     else
       redis.call('HSET', KEYS[4], id, tries)
       redis.call('ZADD', KEYS[1], now, id)
+      restamp(id, now)
     end
   end end
 end
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'WITHSCORES', 'LIMIT', 0, limit)
-local more = #due == 2 * limit and 1 or 0
+-- Listed without WITHSCORES: each job's due time comes with its payload (its stamp).
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[3]), 'LIMIT', 0, limit)
+local count = #ids
+local more = count == limit and 1 or 0
 local payloads, later = {}, {}
 local first = nil
 -- Counters instead of `#t` (a search in Lua 5.1) in the loops below: they run per job.
-local count = #due / 2
 if count > 0 then
-  local ids = {unpack(due, 1, count)}  -- made at its size (see slice), then the ids put in
-  for k = 1, count do ids[k] = due[2 * k - 1] end
   payloads = redis.call('HMGET', KEYS[3], unpack(ids))
   -- No job has a count while no job was claimed twice (or died): nothing to read then.
   local tries = redis.call('EXISTS', KEYS[4]) == 1 and redis.call('HMGET', KEYS[4], unpack(ids)) or {}
@@ -286,8 +319,11 @@ if count > 0 then
   local bytes, n, taken, skipped = 0, 0, 0, 0  -- n jobs claimed of the first `taken` listed
   for k = 1, count do
     local payload = payloads[k]
-    if not payload then payload = '' payloads[k] = '' end
-    local size = #payload
+    if not payload then  -- rare: a job of the layout before (its due time is its score), or none
+      payload = stamped(redis.call('ZSCORE', KEYS[1], ids[k]), legacy() and redis.call('HGET', KEYS[9], ids[k]) or '')
+      payloads[k] = payload
+    end
+    local size = #payload - 17
     if size > max_payload then
       redis.call('ZADD', KEYS[6], now, ids[k])
       redis.call('HSET', KEYS[7], ids[k], 'payload of ' .. size .. ' bytes over max_payload_bytes ' .. max_payload)
@@ -316,12 +352,11 @@ if count > 0 then
     for k = 1, taken do
       if ids[k] then
         j = j + 1
-        ids[j], due[2 * j - 1], due[2 * j], payloads[j] = ids[k], due[2 * k - 1], due[2 * k], payloads[k]
+        ids[j], payloads[j] = ids[k], payloads[k]
       end
     end
   end
-  for k = 2 * count, 2 * n + 1, -1 do due[k] = nil end  -- rare: a bound or a burial cut the list
-  for k = count, n + 1, -1 do payloads[k] = nil end
+  for k = count, n + 1, -1 do ids[k] = nil payloads[k] = nil end  -- rare: a bound or a burial cut the list
   if n > 0 then
     local records = math.floor((n - 1) / per_record) + 1
     first = redis.call('INCRBY', KEYS[8], records) - records + 1
@@ -341,18 +376,18 @@ end
 local nd = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local ni = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local te = redis.call('TIME')  -- not frozen in a script: read last, it is the reply's own time
-return {now, due, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, first or 0, later, payloads}
+return {now, ids, tonumber(nd[2] or -1), tonumber(ni[2] or -1), more, buried, te[1], te[2], acked, first or 0, later, payloads}
 )";
 
 // ARGV: groups token, k, k ranges (see ack) -> how many still held their lease (and are done). A
 // worker with a claim coming soon sends them with the claim instead (claim_lua's ARGV[8..]).
-inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_ACK R"(
+inline constexpr const char* ack_lua = COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_JOBS COGWHEEL_REDIS_LUA_ACK R"(
 return ack(1)
 )";
 
 // ARGV: id, token, retry_delay_ms, max_attempts, channel, reason.
 // -> 1 retried, 2 dead, 0 refused (the lease was lost).
-inline constexpr const char* fail_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_RECORDS R"(
+inline constexpr const char* fail_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_JOBS R"(
 local id = ARGV[1]
 if not take(ARGV[2], id) then return 0 end
 local tries = claims(id)
@@ -364,6 +399,7 @@ redis.call('HSET', KEYS[4], id, tries)
 local at = now + tonumber(ARGV[3])
 announce(at, ARGV[5])
 redis.call('ZADD', KEYS[1], at, id)
+restamp(id, at)
 return 1
 )";
 
@@ -419,7 +455,7 @@ return {redis.call('ZCARD', KEYS[1]), n, redis.call('ZCARD', KEYS[6])}
 // used, so no offset or count reaches ZRANGE as a float (Lua's numbers past 2^53 are).
 // -> {offset after the page, more (1: jobs follow), id, payload, died_ms, attempts, reason,
 //     payload bytes, ...}, oldest first.
-inline constexpr const char* list_dead_lua = R"(
+inline constexpr const char* list_dead_lua = COGWHEEL_REDIS_LUA_JOBS R"(
 local card = redis.call('ZCARD', KEYS[6])
 local start = tonumber(ARGV[1])
 if ARGV[5] then
@@ -432,14 +468,20 @@ local page, max_payload = tonumber(ARGV[3]), tonumber(ARGV[4])
 local out, bytes, n = {0, 0}, 0, 0
 for i = 1, #ids, 2 do
   local id = ids[i]
-  local size = redis.call('HSTRLEN', KEYS[3], id)
+  -- A job entry's stamp (17 bytes) is not the payload's; an entry of the layout before is bare.
+  local key, skip = KEYS[3], 17
+  local size = redis.call('HSTRLEN', key, id) - skip
+  if size < 0 then
+    key, skip = KEYS[9], 0
+    size = legacy() and redis.call('HSTRLEN', key, id) or 0
+  end
   local reason = redis.call('HGET', KEYS[7], id) or ''
   local kept = size <= max_payload and size or 0
   bytes = bytes + #id + kept + #reason
   if n > 0 and bytes > page then break end
   n = n + 1
   out[#out + 1] = id
-  out[#out + 1] = kept == size and redis.call('HGET', KEYS[3], id) or ''
+  out[#out + 1] = kept == size and string.sub(redis.call('HGET', key, id) or '', skip + 1) or ''
   out[#out + 1] = ids[i + 1]
   out[#out + 1] = redis.call('HGET', KEYS[4], id) or '0'
   out[#out + 1] = reason
@@ -452,13 +494,14 @@ return out
 
 // ARGV: id, delay_ms, channel. A dead job becomes due again after delay_ms (server clock),
 // its attempts counted from zero. -> 1 requeued, 0 it is not dead.
-inline constexpr const char* requeue_lua = COGWHEEL_REDIS_LUA_PRELUDE R"(
+inline constexpr const char* requeue_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_JOBS R"(
 if redis.call('ZREM', KEYS[6], ARGV[1]) == 0 then return 0 end
 redis.call('HDEL', KEYS[7], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 local at = now + tonumber(ARGV[2])
 announce(at, ARGV[3])
 redis.call('ZADD', KEYS[1], at, ARGV[1])
+restamp(ARGV[1], at)
 return 1
 )";
 
@@ -466,5 +509,6 @@ return 1
 #undef COGWHEEL_REDIS_LUA_RECORDS
 #undef COGWHEEL_REDIS_LUA_BULK
 #undef COGWHEEL_REDIS_LUA_ACK
+#undef COGWHEEL_REDIS_LUA_JOBS
 
 }  // namespace cogwheel::redis::detail

@@ -259,7 +259,7 @@ task<void> delay_queue::work() {
       ++stats_.claims;
       ++metrics_.claims;
       if (!r || !r->is_array() || r->size() != 12 || !(*r)[1].is_array() || !(*r)[10].is_array() || !(*r)[11].is_array() ||
-          (*r)[1].size() != 2 * (*r)[11].size()) {
+          (*r)[1].size() != (*r)[11].size()) {
         wait_ms = error_backoff.count();
         error_backoff = std::min(error_backoff * 2, std::chrono::milliseconds(1000));
       } else {
@@ -273,16 +273,17 @@ task<void> delay_queue::work() {
         now_ms = int_of((*r)[0]);
         const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
         count_dead(static_cast<std::uint64_t>(int_of((*r)[5])));
-        const auto f = (*r)[1].elements();  // id, due
-        const auto payloads = (*r)[11].elements();
+        const auto ids = (*r)[1].elements();
+        const auto entries = (*r)[11].elements();  // each the job's stamp (its due time) and payload
         const std::int64_t first_token = int_of((*r)[9]);  // one per record of claim_record_jobs jobs
         const auto later = (*r)[10].elements();  // index, attempt of the jobs claimed before
         std::size_t next_later = 0;
-        for (std::size_t index = 0; index < payloads.size(); ++index) {
+        for (std::size_t index = 0; index < entries.size(); ++index) {
           job j;
-          j.id = f[2 * index].str();
-          j.payload = payloads[index].str();
-          j.due_ms = int_of(f[2 * index + 1]);
+          j.id = ids[index].str();
+          const detail::job_entry e = detail::parse_job_entry(entries[index].str());
+          j.payload = e.payload;
+          j.due_ms = e.due_ms;
           if (next_later + 1 < later.size() && static_cast<std::size_t>(int_of(later[next_later])) == index) {
             j.attempt = int_of(later[next_later + 1]);
             next_later += 2;

@@ -150,7 +150,7 @@ TEST_F(redis_delay_queue_life, a_job_buried_amid_a_claim_leaves_the_others_ackno
     EXPECT_EQ(d->due, 0);
     EXPECT_EQ(d->in_flight, 0);
     EXPECT_EQ(d->dead, 1);
-    auto left = co_await c->command("HKEYS", "{jobs}:payload");  // the dead job's only
+    auto left = co_await c->command("HKEYS", "{jobs}:job");  // the dead job's only
     CO_ASSERT_OK(left);
     CO_ASSERT_TRUE(left->size() == 1u);
     EXPECT_EQ(left->elements()[0].str(), "big");

@@ -48,11 +48,7 @@ return 1)";
 
 // Runs q's worker until `jobs` of its jobs were acknowledged or failed (at most 3 s), then stops it.
 task<void> run_until_reported(delay_queue& q, delay_queue::handler_type handler, redis::worker_options w, std::uint64_t jobs) {
-  auto scenario = [&]() -> task<void> {
-    for (int i = 0; i < 300 && q.stats().acked + q.stats().failed < jobs; ++i) co_await sleep_for(10ms);
-    q.stop();
-  };
-  co_await when_all(q.run(std::move(handler), w), scenario());
+  co_await run_until(q, std::move(handler), w, [&] { return q.stats().acked + q.stats().failed >= jobs; }, 300);
 }
 
 // Before: the script computed offset + count - 1 in Lua, a float past 2^53 that ZRANGE refused
@@ -294,7 +290,7 @@ TEST_F(redis_delay_queue_limits, odd_names_binary_ids_and_empty_ids_run_and_canc
     auto d = co_await q.depth();
     CO_ASSERT_OK(d);
     EXPECT_EQ(d->due + d->in_flight + d->dead, 0);
-    auto left = co_await c->command("HLEN", "{a} {b c}:payload");
+    auto left = co_await c->command("HLEN", "{a} {b c}:job");
     CO_ASSERT_OK(left);
     EXPECT_EQ(left->to_integer().value_or(-1), 0);
   }());

@@ -4,6 +4,8 @@
 
 #include <cogwheel/redis/delay_queue.hpp>
 
+#include <cogwheel/cogwheel.hpp>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -17,6 +19,18 @@ namespace cogwheel::redis_test {
 // A claimed job's entry in {name}:inflight: its claim record, named by the record's token (the
 // jobs of one record share it; the record's ids are in {name}:claims).
 inline std::string inflight_member(const redis::job& j) { return std::to_string(j.token); }
+
+// Runs q's worker (`handler`, `w`) until done() holds, checked every 10 ms at most `checks`
+// times, then stops it and returns when run() has.
+template <class Done>
+task<void> run_until(redis::delay_queue& q, redis::delay_queue::handler_type handler, redis::worker_options w, Done done,
+                     int checks = 500) {
+  auto until_done = [&]() -> task<void> {
+    for (int i = 0; i < checks && !done(); ++i) co_await sleep_for(std::chrono::milliseconds(10));
+    q.stop();
+  };
+  co_await when_all(q.run(std::move(handler), w), until_done());
+}
 
 class queue_test : public ::testing::Test {
  protected:

@@ -8,8 +8,10 @@
 ///                    claim, fenced by the record's token (see below)
 ///   {name}:claims    HASH "<token>" -> the record's job ids in claim order, a job done being
 ///                    false (MessagePack array): which jobs the record still holds
-///   {name}:payload   HASH id -> payload;  {name}:attempts  HASH id -> claims so far (no entry:
-///                    none, or this one for a job in flight)
+///   {name}:job       HASH id -> the due time (16 digits and ':', the job's score while it is
+///                    due) and the payload;  {name}:attempts  HASH id -> claims so far (no
+///                    entry: none, or this one for a job in flight)
+///   {name}:payload   HASH id -> payload: the layout before {name}:job, read and drained
 ///   {name}:token     the counter tokens come from (INCR)
 ///   {name}:dead      ZSET id -> time it was given up;  {name}:reason  HASH id -> why
 ///   channel {name}:wake   published with the due time when a job becomes the earliest
@@ -243,8 +245,8 @@ class delay_queue {
   client* client_;
   std::string name_;
   queue_options qopts_;
-  std::string keys_storage_[8];
-  std::array<command_arg, 8> keys_;
+  std::string keys_storage_[9];
+  std::array<command_arg, 9> keys_;
   std::string channel_;
   script schedule_, reschedule_, cancel_, claim_, ack_, fail_, extend_, release_, depth_, list_dead_, requeue_;
 
