@@ -136,6 +136,7 @@ void timer_wheel::flush_cancels() noexcept {
       sl.make_hole(c.pos);
   }
   cancel_count_ = 0;
+  last_unlinked_ = nullptr;
 }
 
 void timer_wheel::release_slot(std::uint16_t id) noexcept {
