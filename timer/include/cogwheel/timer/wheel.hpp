@@ -169,7 +169,10 @@ class timer_wheel {
   /// its deadline is no earlier than before, as a lazy reschedule() would, while at least this
   /// many timers are pending (fewer: it is staged and filed as any other). Default 2^18; tests
   /// lower it so that small wheels take that path too. O(1).
-  void set_requeue_min_size(std::size_t n) noexcept { requeue_min_size_ = n; }
+  void set_requeue_min_size(std::size_t n) noexcept {
+    requeue_min_size_ = n;
+    requeue_mark_ = size_ < n ? 1 : 0;
+  }
 
   /// Timers pending (scheduled and not yet fired or cancelled). O(1).
   std::size_t size() const noexcept { return size_; }
@@ -234,7 +237,7 @@ class timer_wheel {
   // Queues idle n for tick t: back into the entry it was just cancelled from when that is still
   // exact and the wheel is large (requeue()), else staged.
   void enqueue(timer_node& n, tick_t t) {
-    if (&n == last_unlinked_ && requeue(n, t)) {
+    if (reinterpret_cast<std::uintptr_t>(&n) == last_unlinked_ && requeue(n, t)) {
       ++size_;
       return;
     }
@@ -266,7 +269,7 @@ class timer_wheel {
     assert(c.slot < wheel_slots);
     detail::cover([](detail::wheel_coverage& cv) { ++cv.revived; });
     --cancel_count_;
-    last_unlinked_ = nullptr;
+    last_unlinked_ = 0;
     n.tick_ = t;
     n.state_ = timer_node::state::queued;
     n.slot_ = c.slot;
@@ -424,8 +427,9 @@ class timer_wheel {
     assert(n.pos_ < slot_at(n.slot_).size && slot_at(n.slot_).at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
     cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
-    // Small wheels never put a node back (requeue()): the test is here, not on the schedule path.
-    last_unlinked_ = size_ >= requeue_min_size_ ? &n : nullptr;
+    // On a small wheel requeue_mark_ is 1 and the odd value matches no node: no node is put back
+    // (requeue()), at the cost of an `or` here rather than a test on the schedule path.
+    last_unlinked_ = reinterpret_cast<std::uintptr_t>(&n) | requeue_mark_;
     if (cancel_count_ == cancel_log_.size()) {
       detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_full; });
       flush_cancels();
@@ -518,11 +522,15 @@ class timer_wheel {
   std::uint32_t big_levels_ = 0;  // bit L (L >= 1: level 0 is never visited): big_slots_[L] > 0
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
-  // The node whose cancel is the log's last entry, until the log is applied (nullptr then, or
-  // after revive()): compared by address only, never dereferenced (see revive()).
-  const timer_node* last_unlinked_ = nullptr;
+  // The address of the node whose cancel is the log's last entry, until the log is applied (0
+  // then, or after requeue()), or'ed with requeue_mark_: compared with a node's address only,
+  // never dereferenced (see requeue()).
+  std::uintptr_t last_unlinked_ = 0;
   // Wheels with fewer pending timers than this stage every schedule (see requeue()).
   std::size_t requeue_min_size_ = std::size_t{1} << 18;
+  // 1 while size() < requeue_min_size_ when the cancel log was last applied, else 0 (refreshed
+  // there, at least once per 256 cancels: a bound on cost, not on exactness).
+  std::uintptr_t requeue_mark_ = 1;
   detail::expiry_batch batch_;
   std::uint64_t moved_ = 0;
 };
