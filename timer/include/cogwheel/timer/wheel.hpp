@@ -39,6 +39,10 @@
 /// depends on the node's own miss; batched, the misses overlap, and the cancel itself leaves
 /// few instructions between one node's miss and the next (docs/timer.md, session 15).
 ///
+/// A timeout replaced by a later one (cancel, then schedule of the same node, no other cancel
+/// between) goes back into the entry it left on wheels of >= 2^18 timers, as reschedule() with a
+/// later deadline leaves it: no staging, no hole, no filing (requeue()).
+///
 /// advance() with nothing to do compares the time with one bound kept in clock units (the first
 /// instant of the next tick with work, or of the earliest staged deadline): no division by the
 /// tick; the wheel's own tick catches up when it next files or advances.
