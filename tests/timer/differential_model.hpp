@@ -117,7 +117,12 @@ class differential_driver {
         pick = static_cast<std::uint32_t>(src.below(settings_.nodes));
       return model_.pending(pick) ? reschedule(src, pick) : schedule(src, pick);
     }
-    if (r < settings_.schedule_weight + settings_.cancel_weight) return cancel(id);
+    if (r < settings_.schedule_weight + settings_.cancel_weight) {
+      // Half the cancels are a timeout replaced: the same node scheduled again at once (the
+      // wheel may put it back into the entry it just left: timer_wheel::requeue()).
+      if (!cancel(id)) return false;
+      return src.below(2) == 0 || schedule(src, id);
+    }
     return reschedule(src, id);
   }
 
@@ -237,7 +242,10 @@ class differential_driver {
 
   void emplace_queue() {
     queue_.emplace(settings_.tick, settings_.start);
-    if constexpr (std::is_same_v<Queue, timer_wheel>) queue_->set_visit_min_live(settings_.visit_min_live);
+    if constexpr (std::is_same_v<Queue, timer_wheel>) {
+      queue_->set_visit_min_live(settings_.visit_min_live);
+      queue_->set_requeue_min_size(1);  // the pools are small: put back at any size
+    }
   }
 
   bool destroy_queue() {

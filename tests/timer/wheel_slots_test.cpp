@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "probe.hpp"
@@ -102,6 +103,72 @@ TEST(timer_wheel_due, cancelling_a_slots_last_timer_moves_next_deadline_to_the_n
   EXPECT_EQ(wheel.invariant_violation(), nullptr);
   EXPECT_EQ(wheel.advance(t0 + 1000ms), 1u);
   EXPECT_EQ(later.fired, 1);
+}
+
+// A timer cancelled and scheduled again at once with a deadline no earlier than before goes back
+// into the entry it left (as a lazy reschedule() would): not staged, not filed again, and still
+// exact. Large wheels only by default (timer_wheel::requeue()); the test lowers the bound.
+TEST(timer_wheel_requeue, a_replaced_timeout_goes_back_into_its_entry_and_fires_on_time) {
+  timer_wheel wheel(1ms, t0);
+  probe a, b, c;
+  wheel.schedule(a, t0 + 5000ms);
+  wheel.schedule(b, t0 + 5100ms);
+  wheel.schedule(c, t0 + 5200ms);
+  wheel.advance(t0);  // files all three (level 2: more than 4,096 ms ahead)
+  ASSERT_EQ(wheel.pending_per_level()[2], 3u);
+  // Below the size bound (2^18 by default) the timer is staged as any other.
+  EXPECT_TRUE(wheel.cancel(a));
+  wheel.schedule(a, t0 + 6000ms);
+  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 1u);
+  wheel.set_requeue_min_size(1);
+  EXPECT_TRUE(wheel.cancel(b));
+  wheel.schedule(b, t0 + 7000ms);
+  EXPECT_EQ(wheel.pending_per_level()[2], 2u);  // b is back, beside c
+  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 1u);
+  EXPECT_EQ(wheel.size(), 3u);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  // An earlier deadline is staged and filed where it belongs.
+  EXPECT_TRUE(wheel.cancel(c));
+  wheel.schedule(c, t0 + 3000ms);
+  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 2u);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_EQ(wheel.advance(t0 + 2999ms), 0u);
+  EXPECT_EQ(wheel.advance(t0 + 3000ms), 1u);
+  EXPECT_EQ(c.fired, 1);
+  EXPECT_EQ(wheel.advance(t0 + 5999ms), 0u);
+  EXPECT_EQ(wheel.advance(t0 + 6000ms), 1u);
+  EXPECT_EQ(a.fired, 1);
+  EXPECT_EQ(wheel.advance(t0 + 6999ms), 0u);
+  EXPECT_EQ(b.fired, 0);
+  EXPECT_EQ(wheel.advance(t0 + 7000ms), 1u);
+  EXPECT_EQ(b.fired, 1);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+}
+
+// The wheel recognises the timer cancelled last by its address only. A node destroyed after its
+// cancel and another built at that address is a new timer whose fields say nothing of the old
+// entry: scheduled before that entry's slot comes due, it must not go back there (it would fire
+// late). The slot's due tick is what decides, not the node.
+TEST(timer_wheel_requeue, a_new_node_at_a_cancelled_nodes_address_is_not_put_back_late) {
+  timer_wheel wheel(1ms, t0);
+  wheel.set_requeue_min_size(1);
+  probe keep;
+  wheel.schedule(keep, t0 + 5100ms);
+  alignas(probe) unsigned char storage[sizeof(probe)];
+  probe* old_node = new (storage) probe;
+  wheel.schedule(*old_node, t0 + 5000ms);
+  wheel.advance(t0);  // files both in one level-2 slot, due at 5,000 ms
+  EXPECT_TRUE(wheel.cancel(*old_node));
+  old_node->~probe();
+  probe* fresh = new (storage) probe;  // tick 0, slot 0, index 0
+  wheel.schedule(*fresh, t0 + 10ms);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_EQ(wheel.advance(t0 + 9ms), 0u);
+  EXPECT_EQ(wheel.advance(t0 + 10ms), 1u);
+  EXPECT_EQ(fresh->fired, 1);
+  fresh->~probe();
+  EXPECT_EQ(wheel.advance(t0 + 5100ms), 1u);
+  EXPECT_EQ(keep.fired, 1);
 }
 
 }  // namespace

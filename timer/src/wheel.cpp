@@ -136,6 +136,8 @@ void timer_wheel::flush_cancels() noexcept {
       sl.make_hole(c.pos);
   }
   cancel_count_ = 0;
+  last_unlinked_ = 0;
+  requeue_mark_ = size_ < requeue_min_size_ ? 1 : 0;
 }
 
 void timer_wheel::release_slot(std::uint16_t id) noexcept {

@@ -39,6 +39,10 @@
 /// depends on the node's own miss; batched, the misses overlap, and the cancel itself leaves
 /// few instructions between one node's miss and the next (docs/timer.md, session 15).
 ///
+/// A timeout replaced by a later one (cancel, then schedule of the same node, no other cancel
+/// between) goes back into the entry it left on wheels of >= 2^18 timers, as reschedule() with a
+/// later deadline leaves it: no staging, no hole, no filing (requeue()).
+///
 /// advance() with nothing to do compares the time with one bound kept in clock units (the first
 /// instant of the next tick with work, or of the earliest staged deadline): no division by the
 /// tick; the wheel's own tick catches up when it next files or advances.
@@ -84,8 +88,7 @@ class timer_wheel {
   /// from the advance() that reaches it. Precondition: !n.scheduled(). O(1).
   void schedule(timer_node& n, clock::time_point deadline) {
     assert(!n.scheduled());
-    stage(n, scale_.deadline_tick(deadline));
-    ++size_;
+    enqueue(n, scale_.deadline_tick(deadline));
   }
 
   /// Removes n if it is pending (or due in the batch being fired). Returns whether it was; a
@@ -126,8 +129,7 @@ class timer_wheel {
       }
     }
     cancel(n);
-    stage(n, t);
-    ++size_;
+    enqueue(n, t);
   }
 
   /// Moves the wheel's time to `now` and fires every timer with deadline_tick <= now_tick, in
@@ -166,6 +168,15 @@ class timer_wheel {
   /// ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
   /// (0 counts as 1.) O(slots).
   void set_visit_min_live(std::uint32_t n) noexcept;
+
+  /// A schedule() or reschedule() of the timer cancelled last puts it back where it was when
+  /// its deadline is no earlier than before, as a lazy reschedule() would, while at least this
+  /// many timers are pending (fewer: it is staged and filed as any other). Default 2^18; tests
+  /// lower it so that small wheels take that path too. O(1).
+  void set_requeue_min_size(std::size_t n) noexcept {
+    requeue_min_size_ = n;
+    requeue_mark_ = size_ < n ? 1 : 0;
+  }
 
   /// Timers pending (scheduled and not yet fired or cancelled). O(1).
   std::size_t size() const noexcept { return size_; }
@@ -226,6 +237,49 @@ class timer_wheel {
     unsigned slot;
     tick_t tick;  // when the slot comes due: its entry_slot::due
   };
+
+  // Queues idle n for tick t: back into the entry it was just cancelled from when that is still
+  // exact and the wheel is large (requeue()), else staged.
+  void enqueue(timer_node& n, tick_t t) {
+    if (reinterpret_cast<std::uintptr_t>(&n) == last_unlinked_ && requeue(n, t)) {
+      ++size_;
+      return;
+    }
+    stage(n, t);
+    ++size_;
+  }
+
+  // n was the last node cancelled from a filed slot (last_unlinked_), so the cancel log's last
+  // entry is its entry, which still points at n: nothing is flushed, filed or released between
+  // a cancel and the flush that clears last_unlinked_. A cancel and a schedule at a deadline no
+  // earlier than the old one is a later deadline: as reschedule() does, the node goes back into
+  // that entry (the log entry is dropped) and its slot, which comes due no later than the old
+  // deadline, re-files it then. Two checks keep that exact: t >= n.tick_ (the old deadline: the
+  // policy, later deadlines only, as reschedule(); an earlier one is staged and filed where it
+  // belongs) and t >= the slot's due (what exactness needs: the slot comes due at or before t,
+  // even if the object at &n was destroyed and another built there since the cancel, whose tick_
+  // means nothing). The overdue list's due is always ~0 and no deadline tick reaches it
+  // (deadline_tick() < 2^63), so nothing is put back there.
+  // What it saves is the log's hole write into a random entry (a cache miss at a million
+  // timers), the staging and the filing: churn at 1e6 ~0.8x the time. What it costs is a branch
+  // that in churn (a random timer cancelled, scheduled again at a random deadline) is a coin
+  // flip: below requeue_min_size_ pending timers, where entries are in cache, the mispredicts
+  // cost more than the ~90 instructions saved (docs/timer.md, session 13), so small wheels do
+  // not take it. (Without the branch, selecting both outcomes' writes, the counts depend on the
+  // node's load and serialise the misses: slower at every size.)
+  bool requeue(timer_node& n, tick_t t) noexcept {
+    const cancelled_entry c = cancel_log_[cancel_count_ - 1];
+    if (t < n.tick_ || t < slot_at(c.slot).due) return false;
+    assert(c.slot < wheel_slots);
+    detail::cover([](detail::wheel_coverage& cv) { ++cv.revived; });
+    --cancel_count_;
+    last_unlinked_ = 0;
+    n.tick_ = t;
+    n.state_ = timer_node::state::queued;
+    n.slot_ = c.slot;
+    n.pos_ = c.pos;
+    return true;
+  }
 
   // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
@@ -377,6 +431,9 @@ class timer_wheel {
     assert(n.pos_ < slot_at(n.slot_).size && slot_at(n.slot_).at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
     cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
+    // On a small wheel requeue_mark_ is 1 and the odd value matches no node: no node is put back
+    // (requeue()), at the cost of an `or` here rather than a test on the schedule path.
+    last_unlinked_ = reinterpret_cast<std::uintptr_t>(&n) | requeue_mark_;
     if (cancel_count_ == cancel_log_.size()) {
       detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_full; });
       flush_cancels();
@@ -469,6 +526,15 @@ class timer_wheel {
   std::uint32_t big_levels_ = 0;  // bit L (L >= 1: level 0 is never visited): big_slots_[L] > 0
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
+  // The address of the node whose cancel is the log's last entry, until the log is applied (0
+  // then, or after requeue()), or'ed with requeue_mark_: compared with a node's address only,
+  // never dereferenced (see requeue()).
+  std::uintptr_t last_unlinked_ = 0;
+  // Wheels with fewer pending timers than this stage every schedule (see requeue()).
+  std::size_t requeue_min_size_ = std::size_t{1} << 18;
+  // 1 while size() < requeue_min_size_ when the cancel log was last applied, else 0 (refreshed
+  // there, at least once per 256 cancels: a bound on cost, not on exactness).
+  std::uintptr_t requeue_mark_ = 1;
   detail::expiry_batch batch_;
   std::uint64_t moved_ = 0;
 };
