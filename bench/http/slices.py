@@ -25,7 +25,10 @@ def cpu(pid):
     return (int(f[11]) + int(f[12])) / tck
 def wrk(port, secs):
     out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{a.conns}", f"-d{secs}s", f"http://127.0.0.1:{port}/"], capture_output=True, text=True).stdout
-    return int(re.search(r"(\d+) requests in", out).group(1))
+    m = re.search(r"(\d+) requests in", out)
+    if not m:
+        raise RuntimeError(f"wrk against port {port} printed no result:\n{out}")
+    return int(m.group(1))
 procs = []
 for s in a.servers:
     name, cmd = s.split("=", 1)
