@@ -106,7 +106,7 @@ int epoll_driver::receive_pooled(io_request& req, unsigned& flags) {
     return r > 0 ? -ENOBUFS : r;
   }
   const std::uint16_t id = g->free.back();
-  const int r = result_of(::recv(req.fd, g->memory + std::size_t{id} * g->size, g->size, req.flags | MSG_DONTWAIT));
+  const int r = result_of(::recv(req.fd, g->memory + std::size_t{id} * g->stride, g->size, req.flags | MSG_DONTWAIT));
   if (r > 0) {
     g->free.pop_back();
     flags = io_flag_buffer | (unsigned{id} << io_buffer_id_shift);
@@ -251,12 +251,14 @@ epoll_driver::buffer_group* epoll_driver::find_group(std::uint16_t group) noexce
   return nullptr;
 }
 
-int epoll_driver::add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size) {
+int epoll_driver::add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size,
+                                   std::uint32_t stride) {
   if (find_group(group) != nullptr) return -EEXIST;
   buffer_group g;
   g.group = group;
   g.memory = memory;
   g.size = size;
+  g.stride = stride;
   g.free.reserve(count);
   for (std::uint32_t id = count; id > 0; --id) g.free.push_back(static_cast<std::uint16_t>(id - 1));
   groups_.push_back(std::move(g));

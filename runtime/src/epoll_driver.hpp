@@ -38,7 +38,8 @@ class epoll_driver final : public io_driver {
   bool kernel_work_pending() noexcept override { return false; }  // syscalls ran already
   void wait(std::int64_t timeout_ns, std::vector<completion>& out) override;
 
-  int add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size) override;
+  int add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size,
+                       std::uint32_t stride) override;
   void give_buffer(std::uint16_t group, std::uint16_t id) noexcept override;
   void remove_buffer_group(std::uint16_t group) noexcept override;
 
@@ -58,6 +59,7 @@ class epoll_driver final : public io_driver {
     std::uint16_t group = 0;
     std::byte* memory = nullptr;
     std::uint32_t size = 0;
+    std::uint32_t stride = 0;  // buffer i at memory + i * stride
     std::vector<std::uint16_t> free;
   };
 

@@ -57,9 +57,10 @@ class io_driver {
   virtual void wait(std::int64_t timeout_ns, std::vector<completion>& out) = 0;
 
   // Provided buffers for recv_pooled: `count` buffers of `size` bytes at `memory`, buffer i at
-  // memory + i * size, all given to the backend. Returns 0 or -errno (-EOPNOTSUPP: none here).
-  virtual int add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count,
-                               std::uint32_t size) = 0;
+  // memory + i * stride (stride >= size), all given to the backend. Returns 0 or -errno
+  // (-EOPNOTSUPP: none here).
+  virtual int add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size,
+                               std::uint32_t stride) = 0;
   // Gives buffer `id` of `group` back after a completion handed it out.
   virtual void give_buffer(std::uint16_t group, std::uint16_t id) noexcept = 0;
   virtual void remove_buffer_group(std::uint16_t group) noexcept = 0;

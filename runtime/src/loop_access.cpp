@@ -78,8 +78,8 @@ void cancel_all_and_wait(event_loop& loop, io_completion& op, const unsigned& in
   loop.cancel_all_and_wait(op, in_flight);
 }
 int add_buffer_group(event_loop& loop, std::uint16_t group, std::byte* memory, std::uint32_t count,
-                     std::uint32_t size) noexcept {
-  return loop.driver().add_buffer_group(group, memory, count, size);
+                     std::uint32_t size, std::uint32_t stride) noexcept {
+  return loop.driver().add_buffer_group(group, memory, count, size, stride);
 }
 void give_buffer(event_loop& loop, std::uint16_t group, std::uint16_t id) noexcept {
   loop.driver().give_buffer(group, id);

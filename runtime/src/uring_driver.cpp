@@ -193,12 +193,14 @@ uring_driver::buffer_ring* uring_driver::find_group(std::uint16_t group) noexcep
   return nullptr;
 }
 
-int uring_driver::add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size) {
+int uring_driver::add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size,
+                                   std::uint32_t stride) {
   if (find_group(group) != nullptr) return -EEXIST;
   buffer_ring b;
   b.group = group;
   b.memory = memory;
   b.size = size;
+  b.stride = stride;
   b.mask = io_uring_buf_ring_mask(count);
   // Mapped, not allocated: the kernel wants the ring page-aligned.
   b.ring_bytes = std::size_t{count} * sizeof(io_uring_buf);
@@ -218,7 +220,7 @@ int uring_driver::add_buffer_group(std::uint16_t group, std::byte* memory, std::
     return err == -EINVAL ? -EOPNOTSUPP : err;
   }
   for (std::uint32_t id = 0; id < count; ++id)
-    io_uring_buf_ring_add(b.ring, memory + std::size_t{id} * size, size, static_cast<std::uint16_t>(id), b.mask,
+    io_uring_buf_ring_add(b.ring, memory + std::size_t{id} * stride, size, static_cast<std::uint16_t>(id), b.mask,
                           static_cast<int>(id));
   io_uring_buf_ring_advance(b.ring, static_cast<int>(count));
   buffer_rings_.push_back(b);
@@ -228,7 +230,7 @@ int uring_driver::add_buffer_group(std::uint16_t group, std::byte* memory, std::
 void uring_driver::give_buffer(std::uint16_t group, std::uint16_t id) noexcept {
   buffer_ring* b = find_group(group);
   if (b == nullptr) return;
-  io_uring_buf_ring_add(b->ring, b->memory + std::size_t{id} * b->size, b->size, id, b->mask, 0);
+  io_uring_buf_ring_add(b->ring, b->memory + std::size_t{id} * b->stride, b->size, id, b->mask, 0);
   io_uring_buf_ring_advance(b->ring, 1);
 }
 

@@ -38,7 +38,8 @@ class uring_driver final : public io_driver {
   }
   void wait(std::int64_t timeout_ns, std::vector<completion>& out) override;
 
-  int add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size) override;
+  int add_buffer_group(std::uint16_t group, std::byte* memory, std::uint32_t count, std::uint32_t size,
+                       std::uint32_t stride) override;
   void give_buffer(std::uint16_t group, std::uint16_t id) noexcept override;
   void remove_buffer_group(std::uint16_t group) noexcept override;
 
@@ -50,6 +51,7 @@ class uring_driver final : public io_driver {
     std::size_t ring_bytes = 0;
     std::byte* memory = nullptr;
     std::uint32_t size = 0;
+    std::uint32_t stride = 0;  // buffer i at memory + i * stride
     int mask = 0;
   };
 

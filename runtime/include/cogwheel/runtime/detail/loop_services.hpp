@@ -33,10 +33,10 @@ void add_shutdown_hook(event_loop& loop, shutdown_hook& h) noexcept;
 void cancel_all_and_wait(event_loop& loop, io_completion& op, const unsigned& in_flight);
 
 // Provided buffers (see io_driver): `count` buffers of `size` bytes at `memory`, buffer i at
-// memory + i * size, all given to the backend as group `group`. Returns 0 or -errno
-// (-EEXIST: the id is taken; -EOPNOTSUPP: not on this kernel).
+// memory + i * stride (stride >= size), all given to the backend as group `group`. Returns 0
+// or -errno (-EEXIST: the id is taken; -EOPNOTSUPP: not on this kernel).
 int add_buffer_group(event_loop& loop, std::uint16_t group, std::byte* memory, std::uint32_t count,
-                     std::uint32_t size) noexcept;
+                     std::uint32_t size, std::uint32_t stride) noexcept;
 // Gives buffer `id` back to `group` after a completion handed it out.
 void give_buffer(event_loop& loop, std::uint16_t group, std::uint16_t id) noexcept;
 void remove_buffer_group(event_loop& loop, std::uint16_t group) noexcept;
