@@ -215,7 +215,8 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
     if (polling) {
       redis::script claim(poll_claim_lua);
       interval every(kind == 2 ? 100ms : 1000ms);
-      const redis::command_arg keys[] = {"{bench}:due", "{bench}:payload"};
+      // The jobs delay_queue::schedule wrote: the due set and the entries (stamp and payload).
+      const redis::command_arg keys[] = {"{bench}:due", "{bench}:job"};
       const redis::command_arg args[] = {1000};
       while (!done) {
         co_await every.next();
