@@ -131,10 +131,13 @@ enum key_index { k_due = 1, k_inflight, k_job, k_attempts, k_claims, k_dead, k_r
 
 // ARGV: id, payload, due (ms since the epoch, or a delay in ms when ARGV[5] == 'after'),
 // channel, mode. -> 1 added, 0 a job with this id exists (pending, running or dead).
+// A delay's due time is made an integer's digits once (at most 2^53 - 1: the year 287,000, so
+// that a delay of milliseconds::max() stays far ahead and exact), and those digits go to every
+// command: a Lua number would be formatted with snprintf("%.17g") for each.
 inline constexpr const char* schedule_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_JOBS R"(
 if legacy() and redis.call('HEXISTS', KEYS[9], ARGV[1]) == 1 then return 0 end
 local at = ARGV[3]
-if ARGV[5] == 'after' then at = now + tonumber(at) end
+if ARGV[5] == 'after' then at = string.format('%d', math.min(now + tonumber(at), 9007199254740991)) end
 if redis.call('HSETNX', KEYS[3], ARGV[1], stamped(at, ARGV[2])) == 0 then return 0 end
 announce(at, ARGV[4])
 redis.call('ZADD', KEYS[1], at, ARGV[1])
