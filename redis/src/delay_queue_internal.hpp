@@ -30,19 +30,21 @@ inline std::int64_t int_of(const reply& r) noexcept {
 
 // A job's entry in {name}:job as a claim returns it: its due time (ms since the epoch, by the
 // server's clock) as 16 decimal digits and ':', then the payload (delay_queue_scripts.hpp,
-// COGWHEEL_REDIS_LUA_JOBS). An entry without a well-formed stamp (nothing this version writes)
-// is a payload due at once.
+// COGWHEEL_REDIS_LUA_JOBS). An entry without a well-formed stamp (nothing this version writes:
+// another program wrote the key) keeps its bytes whole as the payload, and its due time is
+// `latest_due_ms`, the latest the claim could have taken it at (its now + lookahead): never
+// early, whatever its score was.
 struct job_entry {
   std::int64_t due_ms = 0;
   std::string_view payload;
 };
 inline constexpr std::size_t stamp_bytes = 17;
 
-inline job_entry parse_job_entry(std::string_view entry) noexcept {
+inline job_entry parse_job_entry(std::string_view entry, std::int64_t latest_due_ms) noexcept {
   std::int64_t due = 0;
-  if (entry.size() < stamp_bytes || entry[stamp_bytes - 1] != ':') return {0, entry};
+  if (entry.size() < stamp_bytes || entry[stamp_bytes - 1] != ':' || entry[0] == '-' || entry[0] == '+') return {latest_due_ms, entry};
   const char* end = entry.data() + stamp_bytes - 1;
-  if (const auto [ptr, ec] = std::from_chars(entry.data(), end, due); ec != std::errc() || ptr != end) return {0, entry};
+  if (const auto [ptr, ec] = std::from_chars(entry.data(), end, due); ec != std::errc() || ptr != end) return {latest_due_ms, entry};
   return {due, entry.substr(stamp_bytes)};
 }
 

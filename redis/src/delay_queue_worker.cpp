@@ -281,7 +281,7 @@ task<void> delay_queue::work() {
         for (std::size_t index = 0; index < entries.size(); ++index) {
           job j;
           j.id = ids[index].str();
-          const detail::job_entry e = detail::parse_job_entry(entries[index].str());
+          const detail::job_entry e = detail::parse_job_entry(entries[index].str(), now_ms + lookahead);
           j.payload = e.payload;
           j.due_ms = e.due_ms;
           if (next_later + 1 < later.size() && static_cast<std::size_t>(int_of(later[next_later])) == index) {

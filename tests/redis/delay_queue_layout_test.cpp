@@ -161,6 +161,38 @@ TEST_F(redis_delay_queue_layout, a_job_whose_lease_expired_and_a_requeued_dead_j
   }());
 }
 
+// Entries another program wrote into {jobs}:job without a stamp, or with a broken one: each runs
+// with its bytes whole as its payload, never before the latest time its claim could have taken
+// it (the claim's now + lookahead), whatever its score.
+TEST_F(redis_delay_queue_layout, an_entry_without_a_well_formed_stamp_runs_whole_and_never_early) {
+  run([&]() -> task<void> {
+    auto c = co_await redis::client::connect(options());
+    CO_ASSERT_OK(c);
+    const std::int64_t now = wall_ms();
+    const std::vector<std::string> bad = {"short", "000000000000000x:digits", "-000000000000001:negative",
+                                          std::string(17, ':'), "00000000000000001234"};
+    for (std::size_t i = 0; i < bad.size(); ++i) {
+      const std::string id = "bad" + std::to_string(i);
+      CO_ASSERT_OK(co_await c->command("ZADD", "{jobs}:due", now + 400, id));
+      CO_ASSERT_OK(co_await c->command("HSET", "{jobs}:job", id, bad[i]));
+    }
+    delay_queue q(*c, "jobs");
+    std::vector<std::string> payloads;
+    bool early = false;
+    auto handler = [&](const job& j) -> task<result<void>> {
+      payloads.push_back(j.payload);
+      early = early || wall_ms() < now + 400 || j.due_ms < now + 400;
+      co_return result<void>();
+    };
+    co_await run_prefetching(q, handler, worker(), bad.size());
+    std::sort(payloads.begin(), payloads.end());
+    auto expected = bad;
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(payloads, expected);
+    EXPECT_FALSE(early);
+  }());
+}
+
 TEST_F(redis_delay_queue_layout, jobs_of_the_layout_before_run_at_their_score_and_are_drained) {
   run([&]() -> task<void> {
     auto c = co_await redis::client::connect(options());
