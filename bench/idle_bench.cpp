@@ -58,6 +58,9 @@ struct tally {
   long resets_timed = 0;
   std::uint64_t empty_ns = 0;
   long empties_timed = 0;
+  // Each connection's idle deadline where it lives (in its coroutine frame), null once the
+  // connection ended: the nodes the in-place floor touches.
+  std::vector<deadline*> nodes;
 };
 
 // A mailbox a simulated connection receives heartbeats through: a cancellable operation (so
@@ -140,6 +143,12 @@ std::chrono::milliseconds next_gap(std::minstd_rand& rng) { return std::chrono::
 task<void> connection(std::uint32_t id, long beats, network& net, tally& t) {
   std::minstd_rand rng(id + 1);
   deadline idle(3s);
+  t.nodes[id] = &idle;
+  struct forget {
+    tally& t;
+    std::uint32_t id;
+    ~forget() { t.nodes[id] = nullptr; }
+  } forget_on_exit{t, id};
   net.send_at(id, now() + next_gap(rng));
   for (long i = 0;; ++i) {
     auto got = co_await with_deadline(net.boxes[id].receive(), idle);
@@ -173,11 +182,34 @@ std::uint64_t clock_read_cost_ns() {
   return static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - t0).count() / n);
 }
 
+// The in-place floor: the cost of touching one random node of the run's own (its connections'
+// deadlines where they live, in their coroutine frames), timed the same way as miss_floor (a
+// read-modify-write of the node's first word, which writes back what it read, in a precomputed
+// random order) in thread CPU time, while the connections are still alive. miss_floor packs its
+// nodes 32 bytes apart (32 MB at 1e6, about this machine's L3); the wheel's nodes are spread
+// over the frames, and a touch of one of those is what a re-file pays.
+double in_place_floor_ns(const std::vector<deadline*>& nodes) {
+  std::vector<volatile std::uint64_t*> live;
+  for (deadline* d : nodes)
+    if (d != nullptr) live.push_back(reinterpret_cast<volatile std::uint64_t*>(d));
+  if (live.empty()) return 0.0;
+  std::vector<volatile std::uint64_t*> pick(std::size_t{1} << 20);
+  std::minstd_rand rng(11);
+  for (auto& p : pick) p = live[rng() % live.size()];
+  constexpr int rounds = 4;
+  const double cpu0 = thread_cpu_seconds();
+  for (int r = 0; r < rounds; ++r)
+    for (volatile std::uint64_t* p : pick) *p = *p;
+  return (thread_cpu_seconds() - cpu0) * 1e9 / (static_cast<double>(rounds) * static_cast<double>(pick.size()));
+}
+
 void bm_idle(benchmark::State& state, timer_kind kind) {
   const auto n = static_cast<long>(state.range(0));
   const std::uint64_t clock_ns = clock_read_cost_ns();
   for (auto _ : state) {
     tally t;
+    t.nodes.assign(static_cast<std::size_t>(n), nullptr);
+    double floor_ns = 0;
     long silent = 0;
     double cpu = 0;
     std::uint64_t timer_ns = 0;
@@ -199,6 +231,7 @@ void bm_idle(benchmark::State& state, timer_kind kind) {
       co_await sleep_until(net.start + 15s);
       cpu = thread_cpu_seconds() - cpu0;
       timer_ns = this_core_metrics().timer_work_ns - timer0;
+      floor_ns = in_place_floor_ns(t.nodes);
     }(), runtime_options{.timers = kind, .ready_budget = static_cast<unsigned>(n + 16), .paused_clock = true,
                          .measure_timer_work = true});
     // Per heartbeat: the timed resets' mean less the empty pairs' mean, calibrated in place.
@@ -218,6 +251,9 @@ void bm_idle(benchmark::State& state, timer_kind kind) {
     state.counters["clock_pair_ns"] =
         t.empties_timed == 0 ? 0.0 : static_cast<double>(t.empty_ns) / static_cast<double>(t.empties_timed);
     state.counters["clock_loop_ns"] = static_cast<double>(clock_ns);
+    state.counters["in_place_floor_ns"] = floor_ns;
+    state.counters["timer_per_floor"] =
+        floor_ns > 0 ? timer_s * 1e9 / static_cast<double>(t.heartbeats) / floor_ns : 0.0;
     state.counters["kicked"] = static_cast<double>(t.kicked);
     state.counters["silent"] = static_cast<double>(silent);
     state.counters["wrongly_kicked"] = static_cast<double>(t.wrongly_kicked);
