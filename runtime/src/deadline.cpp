@@ -1,11 +1,13 @@
 #include <cogwheel/runtime/deadline.hpp>
 
+#include <cassert>
+
 namespace cogwheel {
 
 deadline::deadline(clock::duration from_now)
     : timer_node(timer_node::calls<&deadline::on_expire>{}),
-      loop_(&detail::current_loop()),
-      expiry_(detail::saturating_add(detail::current_time(), from_now)) {
+      expiry_(detail::saturating_add(detail::current_time(), from_now)),
+      loop_(&detail::current_loop()) {
   detail::schedule_timer(*loop_, *this, expiry_);
 }
 
@@ -21,8 +23,10 @@ void deadline::reset_to(clock::time_point expiry) {
   const bool later = expiry > expiry_;
   expiry_ = expiry;
   fired_ = false;
-  detail::reschedule_timer(*loop_, *this, expiry_);
-  if (later && !dependents_.empty()) {
+  assert(&detail::current_loop() == loop_ && "a deadline is reset on the core that created it");
+  detail::reschedule_timer(*this, expiry_);  // the thread's loop: loop_ stays cold (deadline.hpp)
+  if (later && maybe_dependents_) {
+    maybe_dependents_ = false;  // before the drain: a dependent that links itself again sets it
     // Taken out first: a dependent that still comes after this deadline links itself again.
     detail::intrusive_list<detail::deadline_waiter> told(std::move(dependents_));
     told.drain([](detail::deadline_waiter& w) { w.on_deadline(w); });

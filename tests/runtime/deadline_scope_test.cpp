@@ -274,6 +274,32 @@ TEST_P(scopes_on, an_inner_scope_that_armed_a_timer_follows_the_outer_deadline_p
   }());
 }
 
+// A reset that still leaves the deadline first re-links the dependent scope while the reset is
+// telling it; the next reset must tell it again (the deadline's maybe_dependents_ flag is set
+// by that re-link, not cleared after it).
+TEST_P(scopes_on, a_dependent_scope_told_twice_arms_its_timer_at_the_second_push) {
+  run_paused([]() -> task<> {
+    const auto start = test::loop_now();
+    deadline d(10ms);
+    result<void> inner;
+    auto worker = [&]() -> task<> {
+      inner = co_await with_timeout([&]() -> task<> {
+        const std::uint64_t before = timers_scheduled();
+        d.reset(20ms);  // still before the inner 50ms: the inner scope re-links, no timer
+        EXPECT_EQ(timers_scheduled() - before, 0u);
+        d.reset(200ms);  // now the inner scope comes first: it arms its timer
+        EXPECT_EQ(timers_scheduled() - before, 1u);
+        co_await sleep_for(1h);
+      }(), 50ms);
+    };
+    auto r = co_await with_deadline(worker(), d);
+    EXPECT_EQ(inner.error(), errc::timed_out);  // its own timer fired
+    EXPECT_TRUE(r.has_value());
+    EXPECT_GE(test::loop_now() - start, 50ms);
+    EXPECT_LT(test::loop_now() - start, 50ms + tick);
+  }());
+}
+
 TEST_P(scopes_on, a_dependent_scope_moves_to_the_next_deadline_that_precedes_it) {
   run_paused([]() -> task<> {
     const auto start = test::loop_now();

@@ -76,18 +76,33 @@ class deadline : private timer::timer_node {
   /// deadline came first: w.on_deadline is called (once; w is unlinked first) when reset()
   /// pushes the expiry later, so that the scope arms its own timer if it now comes first.
   /// Precondition: !w.linked(). A reset that pulls the expiry in tells nobody.
-  void add_dependent(detail::deadline_waiter& w) noexcept { dependents_.push_back(w); }
+  void add_dependent(detail::deadline_waiter& w) noexcept {
+    dependents_.push_back(w);
+    maybe_dependents_ = true;
+  }
 
  private:
   static void on_expire(timer::timer_node& n) noexcept;
   static std::coroutine_handle<> release_waiters(void* self) noexcept;
 
-  detail::event_loop* loop_;
-  detail::ready_node expired_;  // queued in the expired batch between expiry and release
+  // Layout: what every message of an idle connection touches (the timer node, the base, then
+  // expiry_ and the flags for reset() and expired(), waiters_ for with_deadline's attach and
+  // detach) is the first 48 bytes, so that it is one cache line or two, not three; what only
+  // expiry, nested scopes and destruction use follows. reset() reaches the timer queue through
+  // the thread's loop, which is this deadline's (the contract above), so loop_ is cold, and
+  // reads dependents_ only when maybe_dependents_ says it may hold one. At a million connections
+  // each of those loads was a cache miss per message, on a line nothing else had touched
+  // (bench/idle_bench.cpp; docs/timer.md, "The deadline's cache lines").
   clock::time_point expiry_;
   bool fired_ = false;
+  // False: dependents_ is empty. Set by add_dependent(), cleared by the reset() that finds the
+  // list empty or drains it (a dependent may unlink itself meanwhile; then the flag is stale
+  // and costs that one reset a look at the list).
+  bool maybe_dependents_ = false;
   detail::intrusive_list<detail::deadline_waiter> waiters_;  // the operations waiting on it
   detail::intrusive_list<detail::deadline_waiter> dependents_;  // see add_dependent
+  detail::event_loop* loop_;
+  detail::ready_node expired_;  // queued in the expired batch between expiry and release
 };
 
 }  // namespace cogwheel
