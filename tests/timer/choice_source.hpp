@@ -79,6 +79,9 @@ struct driver_settings {
   bool lockstep = false;
   // timer_wheel::set_visit_min_live: the pools here are small, so most runs lower it.
   std::uint32_t visit_min_live = 512;
+  // timer_wheel::set_requeue_min_size: 1 (a replaced timeout goes back into its entry, the
+  // large-wheel path) or the default (filed at once, the small-wheel path: file_now()).
+  std::size_t requeue_min_size = 1;
 };
 
 // Draws a start time, a pool size among `pool_sizes` and an operation mix.
@@ -106,6 +109,7 @@ driver_settings draw_settings(Source& src, clock::duration tick,
   s.jump_permille = m.jump;
   static constexpr std::uint32_t visit_thresholds[] = {1, 4, 16, 512};
   s.visit_min_live = visit_thresholds[src.below(std::size(visit_thresholds))];
+  s.requeue_min_size = src.below(2) == 0 ? 1 : std::size_t{1} << 18;
   switch (src.below(6)) {
     case 0: s.start = at(0); break;
     case 1: s.start = at(-static_cast<ns_t>(src.bits(40))); break;           // before the epoch

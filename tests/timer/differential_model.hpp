@@ -119,7 +119,8 @@ class differential_driver {
     }
     if (r < settings_.schedule_weight + settings_.cancel_weight) {
       // Half the cancels are a timeout replaced: the same node scheduled again at once (the
-      // wheel may put it back into the entry it just left: timer_wheel::requeue()).
+      // wheel may put it back into the entry it just left, timer_wheel::requeue(), or file it
+      // at once, file_now()).
       if (!cancel(id)) return false;
       return src.below(2) == 0 || schedule(src, id);
     }
@@ -244,7 +245,9 @@ class differential_driver {
     queue_.emplace(settings_.tick, settings_.start);
     if constexpr (std::is_same_v<Queue, timer_wheel>) {
       queue_->set_visit_min_live(settings_.visit_min_live);
-      queue_->set_requeue_min_size(1);  // the pools are small: put back at any size
+      // The pools are small: half the runs put a replaced timeout back at any size (requeue()),
+      // the others file it at once, as small wheels do (file_now()).
+      queue_->set_requeue_min_size(settings_.requeue_min_size);
     }
   }
 

@@ -126,6 +126,8 @@ void expect_reached(const param& p, const totals& t, bool bursts) {
   EXPECT_GT(c.cancel_flush_filing, 0u);
   EXPECT_GT(c.lazy_pushes, 0u);
   EXPECT_GT(c.revived, 0u) << "no cancelled node was put back into its entry";
+  EXPECT_GT(c.filed_now, 0u) << "no replaced timeout was filed at once";
+  EXPECT_GT(c.filed_now_woke, 0u) << "no filing at once woke a level's visits";
   EXPECT_GT(c.due_cancels, 0u);
   EXPECT_GT(c.cancel_flush_destroy, 0u);
   if (bursts) {

@@ -116,21 +116,24 @@ TEST(timer_wheel_requeue, a_replaced_timeout_goes_back_into_its_entry_and_fires_
   wheel.schedule(c, t0 + 5200ms);
   wheel.advance(t0);  // files all three (level 2: more than 4,096 ms ahead)
   ASSERT_EQ(wheel.pending_per_level()[2], 3u);
-  // Below the size bound (2^18 by default) the timer is staged as any other.
+  // Below the size bound (2^18 by default) the timer is filed at once (timer_wheel::file_now()),
+  // here into level 2 as well: 6,000 ms is after the slot that comes due first (5,000 ms).
   EXPECT_TRUE(wheel.cancel(a));
   wheel.schedule(a, t0 + 6000ms);
-  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 1u);
+  EXPECT_EQ(wheel.pending_per_level()[2], 3u);
+  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 0u);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
   wheel.set_requeue_min_size(1);
   EXPECT_TRUE(wheel.cancel(b));
   wheel.schedule(b, t0 + 7000ms);
-  EXPECT_EQ(wheel.pending_per_level()[2], 2u);  // b is back, beside c
-  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 1u);
+  EXPECT_EQ(wheel.pending_per_level()[2], 3u);  // b is back, beside a and c
+  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 0u);
   EXPECT_EQ(wheel.size(), 3u);
   EXPECT_EQ(wheel.invariant_violation(), nullptr);
   // An earlier deadline is staged and filed where it belongs.
   EXPECT_TRUE(wheel.cancel(c));
   wheel.schedule(c, t0 + 3000ms);
-  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 2u);
+  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 1u);
   EXPECT_EQ(wheel.invariant_violation(), nullptr);
   EXPECT_EQ(wheel.advance(t0 + 2999ms), 0u);
   EXPECT_EQ(wheel.advance(t0 + 3000ms), 1u);
@@ -169,6 +172,64 @@ TEST(timer_wheel_requeue, a_new_node_at_a_cancelled_nodes_address_is_not_put_bac
   fresh->~probe();
   EXPECT_EQ(wheel.advance(t0 + 5100ms), 1u);
   EXPECT_EQ(keep.fired, 1);
+}
+
+// Small wheels file a replaced timeout at once (timer_wheel::file_now()), without the
+// update_next_work() that filing staged nodes ends with: only deadlines that lower none of the
+// bounds advance() and next_deadline() answer from. An earlier one is staged. Filed at once,
+// b at 10 ms would sit in a level-0 slot that no advance() before 5,000 ms looks at (the O(1)
+// path compares with next_work_, 5,000 ms), and next_deadline() would report 5,000 ms (the
+// cancelled b's old slot still holds a, so nothing forgets next_due_).
+TEST(timer_wheel_file_now, a_replaced_timeout_before_the_next_slot_due_is_staged_not_filed) {
+  timer_wheel wheel(1ms, t0);
+  probe a, b;
+  wheel.schedule(a, t0 + 5000ms);
+  wheel.schedule(b, t0 + 6000ms);
+  wheel.advance(t0);  // files both in one level-2 slot, due at 5,000 ms
+  ASSERT_EQ(wheel.next_deadline(), t0 + 5000ms);
+  EXPECT_TRUE(wheel.cancel(b));
+  wheel.schedule(b, t0 + 10ms);
+  EXPECT_EQ(wheel.pending_per_level()[detail::level_count], 1u);  // staged
+  EXPECT_EQ(wheel.next_deadline(), t0 + 10ms);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_EQ(wheel.advance(t0 + 9ms), 0u);
+  EXPECT_EQ(wheel.advance(t0 + 10ms), 1u);
+  EXPECT_EQ(b.fired, 1);
+  // At or after the bound it is filed at once, and still exact.
+  EXPECT_TRUE(wheel.cancel(a));
+  wheel.schedule(a, t0 + 5500ms);
+  EXPECT_EQ(wheel.pending_per_level()[2], 1u);
+  // Back in the slot it left, which still comes due at 5,000 ms (a cancel leaves a slot's due
+  // earlier, never later): early, as next_deadline() may be after a cancel.
+  EXPECT_EQ(wheel.next_deadline(), t0 + 5000ms);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_EQ(wheel.advance(t0 + 5499ms), 0u);
+  EXPECT_EQ(wheel.advance(t0 + 5500ms), 1u);
+  EXPECT_EQ(a.fired, 1);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+}
+
+// The bound rises when next_deadline() learns a later next slot (the one that came due first
+// was emptied by a cancel): a filing at once between the two would make it report the later one.
+TEST(timer_wheel_file_now, the_bound_follows_next_deadline_when_the_first_slot_empties) {
+  timer_wheel wheel(1ms, t0);
+  probe a, c, d, e;
+  wheel.schedule(a, t0 + 5000ms);   // level 2, [4,096, 8,192) ms
+  wheel.schedule(c, t0 + 9000ms);   // level 2, [8,192, 12,288) ms
+  wheel.schedule(d, t0 + 20000ms);  // level 2, [16,384, 20,480) ms, with e
+  wheel.schedule(e, t0 + 20100ms);
+  wheel.advance(t0);
+  ASSERT_EQ(wheel.next_deadline(), t0 + 5000ms);
+  EXPECT_TRUE(wheel.cancel(a));
+  EXPECT_EQ(wheel.next_deadline(), t0 + 9000ms);  // a's slot emptied: the next one
+  EXPECT_TRUE(wheel.cancel(d));
+  wheel.schedule(d, t0 + 6000ms);  // before 9,000 ms: staged (d's old slot still holds e)
+  EXPECT_EQ(wheel.next_deadline(), t0 + 6000ms);
+  EXPECT_EQ(wheel.invariant_violation(), nullptr);
+  EXPECT_EQ(wheel.advance(t0 + 5999ms), 0u);
+  EXPECT_EQ(wheel.advance(t0 + 6000ms), 1u);
+  EXPECT_EQ(d.fired, 1);
+  EXPECT_EQ(wheel.advance(t0 + 20100ms), 2u);
 }
 
 }  // namespace

@@ -107,6 +107,9 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
     const auto e = next_expiration();
     next_due_ = e ? e->tick : ~tick_t{0};
     next_due_known_ = true;
+    // What file_now() may file from must not be below what this now answers (a slot emptied
+    // since update_next_work() set it: next_due_ may have risen).
+    if (next_due_ > file_now_from_) file_now_from_ = next_due_;
   }
   tick_t next = next_due_;
   if (staged_count_ > 0) {
@@ -137,7 +140,17 @@ void timer_wheel::flush_cancels() noexcept {
   }
   cancel_count_ = 0;
   last_unlinked_ = 0;
-  requeue_mark_ = size_ < requeue_min_size_ ? 1 : 0;
+  put_back_ = size_ >= requeue_min_size_;
+}
+
+void timer_wheel::file_now_woke(std::uint16_t id) noexcept {
+  detail::cover([](detail::wheel_coverage& c) { ++c.filed_now_woke; });
+  wake_visits(id);
+  // next_work_ comes down to the woken visit (0: the next advance() visits), and the O(1) path
+  // of advance() may skip no tick from there: elapsed_ first catches up with what it skipped
+  // (as file_staged() does before its update_next_work()).
+  catch_up();
+  update_next_work();
 }
 
 void timer_wheel::release_slot(std::uint16_t id) noexcept {
@@ -169,6 +182,7 @@ void timer_wheel::update_next_work(const std::optional<expiration>* known) noexc
   if (overdue_.live > 0) {
     next_work_ = elapsed_;
     next_due_known_ = false;
+    set_file_now_from();
     set_fast_limit();
     return;
   }
@@ -176,7 +190,15 @@ void timer_wheel::update_next_work(const std::optional<expiration>* known) noexc
   next_due_ = e ? e->tick : ~tick_t{0};
   next_due_known_ = true;
   next_work_ = next_due_ < visit ? next_due_ : visit;
+  set_file_now_from();
   set_fast_limit();
+}
+
+void timer_wheel::set_file_now_from() noexcept {
+  tick_t from = elapsed_ + 1;
+  if (next_work_ > from) from = next_work_;
+  if (next_due_ > from) from = next_due_;
+  file_now_from_ = from;
 }
 
 void timer_wheel::set_fast_limit() noexcept {

@@ -158,6 +158,11 @@ const char* timer_wheel::invariant_violation() const noexcept {
     return "advance() would skip a slot that comes due";
   if (next_due_known_ && earliest_start && next_due_ > *earliest_start)
     return "next_deadline() would report a time after a slot comes due";
+  // file_now() files at or after file_now_from_ without recomputing any bound: it must lower none.
+  if (file_now_from_ <= elapsed_) return "a replaced timeout could be filed at or behind the wheel's time";
+  if (file_now_from_ < next_work_) return "a replaced timeout could be filed before next_work_";
+  if (next_due_known_ && file_now_from_ < next_due_)
+    return "a replaced timeout could be filed before the slot next_deadline() reports";
   return nullptr;
 }
 

@@ -41,7 +41,10 @@
 ///
 /// A timeout replaced by a later one (cancel, then schedule of the same node, no other cancel
 /// between) goes back into the entry it left on wheels of >= 2^18 timers, as reschedule() with a
-/// later deadline leaves it: no staging, no hole, no filing (requeue()).
+/// later deadline leaves it: no staging, no hole, no filing (requeue()). On smaller wheels a
+/// replaced timeout is filed at once instead of staged (file_now()), unless its deadline lies
+/// before the next slot to come due. A timeout scheduled and cancelled is never either: it
+/// stays the staging round trip.
 ///
 /// advance() with nothing to do compares the time with one bound kept in clock units (the first
 /// instant of the next tick with work, or of the earliest staged deadline): no division by the
@@ -93,7 +96,10 @@ class timer_wheel {
 
   /// Removes n if it is pending (or due in the batch being fired). Returns whether it was; a
   /// second cancel, or a cancel after it fired, is a no-op returning false. O(1).
-  bool cancel(timer_node& n) noexcept {
+  // Always inlined: it is small, and with file_now() inlined into the schedule paths GCC's budget
+  // left it out of line in a schedule-then-cancel loop (timer_bench's schedule_cancel: a call per
+  // cancel, its best runs ~0.4 ns slower).
+  [[gnu::always_inline]] bool cancel(timer_node& n) noexcept {
     switch (n.state_) {
       case timer_node::state::idle:
         return false;
@@ -128,8 +134,7 @@ class timer_wheel {
         return;
       }
     }
-    cancel(n);
-    enqueue(n, t);
+    reschedule_slow(n, t);
   }
 
   /// Moves the wheel's time to `now` and fires every timer with deadline_tick <= now_tick, in
@@ -171,11 +176,12 @@ class timer_wheel {
 
   /// A schedule() or reschedule() of the timer cancelled last puts it back where it was when
   /// its deadline is no earlier than before, as a lazy reschedule() would, while at least this
-  /// many timers are pending (fewer: it is staged and filed as any other). Default 2^18; tests
-  /// lower it so that small wheels take that path too. O(1).
+  /// many timers are pending; with fewer, it is filed at once (not staged) when that lowers no
+  /// bound advance() answers from, else staged. Default 2^18; tests lower it so that small
+  /// wheels take the first path too. O(1).
   void set_requeue_min_size(std::size_t n) noexcept {
     requeue_min_size_ = n;
-    requeue_mark_ = size_ < n ? 1 : 0;
+    put_back_ = size_ >= n;
   }
 
   /// Timers pending (scheduled and not yet fired or cancelled). O(1).
@@ -238,20 +244,45 @@ class timer_wheel {
     tick_t tick;  // when the slot comes due: its entry_slot::due
   };
 
-  // Queues idle n for tick t: back into the entry it was just cancelled from when that is still
-  // exact and the wheel is large (requeue()), else staged.
+  // reschedule() other than a lazy push: cancel and queue again. Out of line so that reschedule()
+  // stays small enough to inline: its common case, a later deadline, is the one store above
+  // (with cancel() and the filing inlined here, GCC stopped inlining reschedule() into a loop of
+  // later deadlines, reschedule_later 1.35-1.45x slower).
+  [[gnu::noinline]] void reschedule_slow(timer_node& n, tick_t t) {
+    cancel(n);
+    enqueue(n, t);
+  }
+
+  // Queues idle n for tick t: staged, unless n is the node cancelled last from a filed slot (a
+  // timeout replaced: replace()). That compare is the only test a schedule pays for the choice:
+  // schedule-then-cancel (the runtime's I/O timeout) cancels a staged node (unstage()), which
+  // never sets last_unlinked_, so it always stages and pays nothing more (session 12's test of
+  // a size or a run on this path made it 1.05-1.20x slower; docs/timer.md, session 14).
+  // (replace() does not read size_: with it, GCC kept size_ in a register across the compare,
+  // a load, add and store on the staging path instead of one add to memory.)
   void enqueue(timer_node& n, tick_t t) {
-    if (reinterpret_cast<std::uintptr_t>(&n) == last_unlinked_ && requeue(n, t)) {
-      ++size_;
-      return;
-    }
-    stage(n, t);
     ++size_;
+    if (reinterpret_cast<std::uintptr_t>(&n) == last_unlinked_ && replace(n, t)) return;
+    stage(n, t);
+  }
+
+  // n was the node cancelled last from a filed slot: a replaced timeout (churn). Which way it
+  // goes depends on the size (put_back_), a branch that is predictable (it changes only when
+  // the wheel crosses requeue_min_size_). Large wheels: back into its entry (requeue()). Small wheels,
+  // where entries are in cache and the cost is instructions: filed at once (file_now()), unless
+  // t lies before file_now_from_, where a filing could lower a bound the O(1) advance() or
+  // next_deadline() answers from; then it is staged. Returns false when it was neither.
+  bool replace(timer_node& n, tick_t t) {
+    if (put_back_) return requeue(n, t);
+    if (t < file_now_from_) return false;
+    file_now(n, t);
+    return true;
   }
 
   // n was the last node cancelled from a filed slot (last_unlinked_), so the cancel log's last
-  // entry is its entry, which still points at n: nothing is flushed, filed or released between
-  // a cancel and the flush that clears last_unlinked_. A cancel and a schedule at a deadline no
+  // entry is its entry, which still points at n: nothing is flushed or released between a cancel
+  // and the flush that clears last_unlinked_, and the only filing between them (file_now()) pops
+  // holes or appends, so it never writes a logged entry. A cancel and a schedule at a deadline no
   // earlier than the old one is a later deadline: as reschedule() does, the node goes back into
   // that entry (the log entry is dropped) and its slot, which comes due no later than the old
   // deadline, re-files it then. Two checks keep that exact: t >= n.tick_ (the old deadline: the
@@ -264,8 +295,8 @@ class timer_wheel {
   // timers), the staging and the filing: churn at 1e6 ~0.8x the time. What it costs is a branch
   // that in churn (a random timer cancelled, scheduled again at a random deadline) is a coin
   // flip: below requeue_min_size_ pending timers, where entries are in cache, the mispredicts
-  // cost more than the ~90 instructions saved (docs/timer.md, session 13), so small wheels do
-  // not take it. (Without the branch, selecting both outcomes' writes, the counts depend on the
+  // cost more than the ~90 instructions saved (docs/timer.md, session 13), so small wheels
+  // file at once instead (replace()). (Without the branch, selecting both outcomes' writes, the counts depend on the
   // node's load and serialise the misses: slower at every size.)
   bool requeue(timer_node& n, tick_t t) noexcept {
     const cancelled_entry c = cancel_log_[cancel_count_ - 1];
@@ -280,6 +311,39 @@ class timer_wheel {
     n.pos_ = c.pos;
     return true;
   }
+
+  // Files idle n at t now, without staging (replace(), small wheels), relative to elapsed_ as it
+  // is: no catch_up(), whose multiply every such schedule would pay. Why that and the pending
+  // cancel log are safe, given t >= file_now_from_ (> every tick current_tick() can be, as
+  // file_now_from_ >= next_work_ > current_tick() unless a timer is overdue, and then
+  // current_tick() == elapsed_ < file_now_from_):
+  // - t's slot is fewer than 64 slots ahead of elapsed_'s on its level, so also of any later
+  //   elapsed_ <= t (catch_up()): it is a valid ring slot then too, maybe above the lowest level
+  //   t could use, which cascading handles as for any node filed before the wheel's time moved.
+  // - The slot's due drops at most to t >= next_work_ and >= next_due_: no bound the O(1)
+  //   advance() (fast_before_ <= fast_limit_ = next_work_'s first instant) or next_deadline()
+  //   (next_due_) answers from is lowered, so none needs recomputing (update_next_work(), the
+  //   O(levels) step that staging pays once per 256 nodes).
+  // - Logged cancels: the entries they name still point at their nodes (not holes), so add()
+  //   neither pops nor overwrites them; the slot's live count still counts them, so it is not
+  //   released under them; the flush later turns them into holes by index, which growing the
+  //   slot keeps. n itself may be both a logged entry of its old slot and a live one here.
+  // - An append that brings a slot to visit_min_live_ entries wakes its level's visits; then
+  //   next_work_ must come down to the visit (file_now_woke(): catch_up(), update_next_work()),
+  //   as the filing of staged nodes does for them. Rare: appends, not hole reuse, and once per
+  //   slot that grows past the threshold.
+  void file_now(timer_node& n, tick_t t) {
+    assert(t > elapsed_ && t >= next_work_);
+    detail::cover([](detail::wheel_coverage& c) { ++c.filed_now; });
+    n.tick_ = t;
+    std::uint16_t id;
+    slot& sl = slot_to_file(t, id);
+    n.state_ = timer_node::state::queued;
+    n.slot_ = id;
+    n.pos_ = sl.add(&n, pool_, visit_min_live_, [this, id] { file_now_woke(id); });
+  }
+  // file_now()'s append woke slot `id`'s level (wheel.cpp).
+  void file_now_woke(std::uint16_t id) noexcept;
 
   // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
@@ -331,6 +395,8 @@ class timer_wheel {
   // Sets fast_limit_ from next_work_, and fast_before_ to the lesser of it and the earliest
   // staged deadline's first instant.
   void set_fast_limit() noexcept;
+  // Sets file_now_from_ to max(next_work_, next_due_, elapsed_ + 1).
+  void set_file_now_from() noexcept;
   // Lowers `before` to min_staged_'s first instant if a node is staged; else resets min_staged_.
   // Invariant kept: fast_before_ <= first_instant(min_staged_), so stage() need only lower
   // fast_before_ when it lowers min_staged_.
@@ -356,19 +422,29 @@ class timer_wheel {
   // Allocates level `level`'s 64 slot headers (2 KiB), at its first filing (wheel.cpp).
   slot* add_level(unsigned level);
 
+  // The slot deadline t > elapsed_ maps to relative to elapsed_ (its level's array allocated at
+  // the level's first use), with its due lowered to t and its occupancy bit set, for a node
+  // about to be added; its id in `id`. file() and file_now().
+  slot& slot_to_file(tick_t t, std::uint16_t& id) {
+    const unsigned level = detail::ring_level(elapsed_, t);
+    const unsigned s = detail::slot_for(t, level);
+    slot* lv = levels_[level];
+    if (lv == nullptr) [[unlikely]]
+      lv = add_level(level);
+    if (t < lv[s].due) lv[s].due = t;
+    occupied_[level] |= std::uint64_t{1} << s;
+    detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
+    id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
+    return lv[s];
+  }
+
   // Files n in the slot its deadline maps to relative to elapsed_ (or the overdue list).
   void file(timer_node& n, tick_t t) {
     n.tick_ = t;
     if (t > elapsed_) {
-      const unsigned level = detail::ring_level(elapsed_, t);
-      const unsigned s = detail::slot_for(t, level);
-      slot* lv = levels_[level];
-      if (lv == nullptr) [[unlikely]]
-        lv = add_level(level);
-      if (t < lv[s].due) lv[s].due = t;
-      occupied_[level] |= std::uint64_t{1} << s;
-      detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
-      add_to(lv[s], static_cast<std::uint16_t>(level * detail::slots_per_level + s), n);
+      std::uint16_t id;
+      slot& sl = slot_to_file(t, id);
+      add_to(sl, id, n);
     } else {
       detail::cover([](detail::wheel_coverage& c) { ++c.filed_overdue; });
       add_to(overdue_, overdue_slot, n);
@@ -431,9 +507,7 @@ class timer_wheel {
     assert(n.pos_ < slot_at(n.slot_).size && slot_at(n.slot_).at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
     cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
-    // On a small wheel requeue_mark_ is 1 and the odd value matches no node: no node is put back
-    // (requeue()), at the cost of an `or` here rather than a test on the schedule path.
-    last_unlinked_ = reinterpret_cast<std::uintptr_t>(&n) | requeue_mark_;
+    last_unlinked_ = reinterpret_cast<std::uintptr_t>(&n);  // see enqueue() and replace()
     if (cancel_count_ == cancel_log_.size()) {
       detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_full; });
       flush_cancels();
@@ -517,6 +591,11 @@ class timer_wheel {
   // in O(1) and does not keep reporting a slot whose timers were all cancelled.
   mutable tick_t next_due_ = ~tick_t{0};
   mutable bool next_due_known_ = false;
+  // file_now() files only deadlines at or after this: >= next_work_, > elapsed_ and >= next_due_
+  // (whether known or not), so a filing lowers none of them and needs no update_next_work().
+  // Set with them (update_next_work(); next_deadline() raises it when it learns next_due_);
+  // ~0 (never) until the first. A bound: cancels leave it lower than it could be, never higher.
+  mutable tick_t file_now_from_ = ~tick_t{0};
   std::uint32_t visit_min_live_ = 512;  // slots with fewer live nodes are not visited early
   // Per level, the slots with at least visit_min_live_ entries (live or holes): a level without
   // one has nothing to visit (no slot can hold that many live nodes), so advance() skips its
@@ -527,14 +606,15 @@ class timer_wheel {
   std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
   std::array<cancelled_entry, 256> cancel_log_;
   // The address of the node whose cancel is the log's last entry, until the log is applied (0
-  // then, or after requeue()), or'ed with requeue_mark_: compared with a node's address only,
-  // never dereferenced (see requeue()).
+  // then, or after requeue()): compared with a node's address only, never dereferenced (see
+  // requeue(); file_now() does not clear it, as the log entry stays).
   std::uintptr_t last_unlinked_ = 0;
-  // Wheels with fewer pending timers than this stage every schedule (see requeue()).
+  // Wheels with fewer pending timers than this file a replaced timeout at once (file_now()),
+  // larger ones put it back into its entry (requeue()).
   std::size_t requeue_min_size_ = std::size_t{1} << 18;
-  // 1 while size() < requeue_min_size_ when the cancel log was last applied, else 0 (refreshed
-  // there, at least once per 256 cancels: a bound on cost, not on exactness).
-  std::uintptr_t requeue_mark_ = 1;
+  // size() >= requeue_min_size_ when the cancel log was last applied (refreshed there, at least
+  // once per 256 cancels: a bound on cost, not on exactness; both paths are exact).
+  bool put_back_ = false;
   detail::expiry_batch batch_;
   std::uint64_t moved_ = 0;
 };

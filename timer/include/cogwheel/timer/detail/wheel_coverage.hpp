@@ -26,6 +26,8 @@ struct wheel_coverage {
   std::uint64_t cancel_flush_destroy = 0;     // cancel log applied (non-empty) by the destructor
   std::uint64_t lazy_pushes = 0;              // later deadlines recorded without moving the node
   std::uint64_t revived = 0;                  // schedules put back into the entry just cancelled
+  std::uint64_t filed_now = 0;                // replaced timeouts filed at once, not staged
+  std::uint64_t filed_now_woke = 0;           // of those, appends that woke a level's visits
   std::uint64_t visit_moves = 0;              // pushed nodes re-filed by a visit before due
   std::uint64_t visit_emptied = 0;            // visits that emptied the visited slot
   std::uint64_t visit_restarts = 0;           // visit passes that reached a slot's end and began again
