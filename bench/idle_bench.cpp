@@ -21,6 +21,11 @@
 //   timer_ns_per_heartbeat timer work (as timer_pct) per heartbeat handled
 //   kicked, silent, wrongly_kicked (must be 0)
 //
+// Built with -DCOGWHEEL_TIMER_COVERAGE (CMAKE_CXX_FLAGS, a build of its own: the library must be
+// compiled with it too), it also reports what the wheel did per heartbeat over the measured 15 s:
+// visit_{entries,nodes,moves}_per_hb, sample_nodes_per_hb, due_nodes_per_hb,
+// cascade_moves_per_hb, filed_per_hb, visit_restarts (timer/detail/wheel_coverage.hpp).
+//
 // miss_floor/N: the floor of timer work per heartbeat, in the same run: read-modify-write one
 // field of a random node among N 32-byte nodes (a cache and TLB miss at 1e6), per touch.
 #include <benchmark/benchmark.h>
@@ -34,6 +39,9 @@
 #include <vector>
 
 #include <cogwheel/cogwheel.hpp>
+#ifdef COGWHEEL_TIMER_COVERAGE
+#include <cogwheel/timer/detail/wheel_coverage.hpp>
+#endif
 
 using namespace cogwheel;
 using namespace std::chrono_literals;
@@ -210,6 +218,9 @@ void bm_idle(benchmark::State& state, timer_kind kind) {
     tally t;
     t.nodes.assign(static_cast<std::size_t>(n), nullptr);
     double floor_ns = 0;
+#ifdef COGWHEEL_TIMER_COVERAGE
+    timer::detail::wheel_coverage window;  // the wheel's paths over the measured 15 s
+#endif
     long silent = 0;
     double cpu = 0;
     std::uint64_t timer_ns = 0;
@@ -226,10 +237,16 @@ void bm_idle(benchmark::State& state, timer_kind kind) {
       }
       co_await sleep_for(0ns);
       spawn(network_driver(net));
+#ifdef COGWHEEL_TIMER_COVERAGE
+      timer::detail::coverage() = {};
+#endif
       const double cpu0 = thread_cpu_seconds();
       const std::uint64_t timer0 = this_core_metrics().timer_work_ns;
       co_await sleep_until(net.start + 15s);
       cpu = thread_cpu_seconds() - cpu0;
+#ifdef COGWHEEL_TIMER_COVERAGE
+      window = timer::detail::coverage();
+#endif
       timer_ns = this_core_metrics().timer_work_ns - timer0;
       floor_ns = in_place_floor_ns(t.nodes);
     }(), runtime_options{.timers = kind, .ready_budget = static_cast<unsigned>(n + 16), .paused_clock = true,
@@ -257,6 +274,22 @@ void bm_idle(benchmark::State& state, timer_kind kind) {
     state.counters["kicked"] = static_cast<double>(t.kicked);
     state.counters["silent"] = static_cast<double>(silent);
     state.counters["wrongly_kicked"] = static_cast<double>(t.wrongly_kicked);
+#ifdef COGWHEEL_TIMER_COVERAGE
+    {
+      const timer::detail::wheel_coverage& c = window;
+      const double hb = static_cast<double>(t.heartbeats);
+      state.counters["visit_entries_per_hb"] = static_cast<double>(c.visit_entries) / hb;
+      state.counters["visit_nodes_per_hb"] = static_cast<double>(c.visit_nodes) / hb;
+      state.counters["visit_moves_per_hb"] = static_cast<double>(c.visit_moves) / hb;
+      state.counters["sample_nodes_per_hb"] = static_cast<double>(c.sample_nodes) / hb;
+      state.counters["due_nodes_per_hb"] = static_cast<double>(c.due_nodes) / hb;
+      state.counters["cascade_moves_per_hb"] = static_cast<double>(c.cascade_moves) / hb;
+      state.counters["visit_restarts"] = static_cast<double>(c.visit_restarts);
+      long filed = 0;
+      for (auto f : c.filed) filed += static_cast<long>(f);
+      state.counters["filed_per_hb"] = static_cast<double>(filed) / hb;
+    }
+#endif
   }
 }
 
