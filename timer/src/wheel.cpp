@@ -326,8 +326,17 @@ void timer_wheel::visit(unsigned level) {
   const std::uint32_t reach = stop + ahead < size ? stop + ahead : size;
   std::uint32_t hole = sl.hole;
   std::uint32_t live = sl.live;
-  std::uint64_t moved = 0;
   std::uint32_t i = v.cursor;
+  // Most moved nodes stay on this level (a deadline pushed a little later): those with a
+  // deadline in [same_from, same_to) go to a slot of `level` (ring_end()), appended inline with
+  // the step's constants (the level's array, its shift and first id): two compares instead of
+  // ring_level(). The rest take refile(). Such a slot is never `sl`: its deadline is at or after
+  // sl's end and fewer than 64 slots after elapsed_'s own slot there.
+  const tick_t same_from = detail::ring_end(elapsed_, level - 1);
+  const tick_t same_to = detail::ring_end(elapsed_, level);
+  const unsigned shift = level * detail::slot_bits;
+  slot* const lv = levels_[level];
+  const auto first_id = static_cast<std::uint16_t>(level * slots_per_level);
   while (i < stop && live > 0) {
     timer_node** const e = sl.block(i >> detail::block_bits);
     const std::uint32_t base = i & ~(detail::block_entries - 1);
@@ -350,16 +359,18 @@ void timer_wheel::visit(unsigned level) {
       detail::cover([](detail::wheel_coverage& c) { ++c.visit_entries; });
       if (detail::is_hole(n)) continue;
       detail::cover([](detail::wheel_coverage& c) { ++c.visit_nodes; });
-      if (n->tick_ < end_tick) continue;
+      const tick_t t = n->tick_;
+      if (t < end_tick) continue;
       e[i - base] = detail::hole_linking(hole);
       hole = i;
-      ++moved;
       detail::cover([](detail::wheel_coverage& c) { ++c.visit_moves; });
-      refile(*n);  // a later slot, never this one
+      const unsigned to = static_cast<unsigned>(t >> shift) & (slots_per_level - 1);
+      if (t < same_from || t >= same_to || !append_moved(lv[to], static_cast<std::uint16_t>(first_id + to), *n, t))
+        refile(*n);  // a later slot, never this one
       if (--live == 0) break;
     }
   }
-  moved_ += moved;
+  moved_ += sl.live - live;  // each move took one live node out
   sl.hole = hole;
   sl.live = live;
   if (live == 0) {

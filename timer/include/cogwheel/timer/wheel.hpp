@@ -452,27 +452,34 @@ class timer_wheel {
   }
 
   // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
-  // after elapsed_. The common case, an append to a slot that has no hole, a block with room
-  // and no visit to wake (entry_slot::try_append), is inline here; anything else takes file(). At a million timers this
-  // runs about once per two heartbeats of an idle connection, so its instructions are most of
-  // what a heartbeat costs the wheel (docs/timer.md, "Idle deadlines at scale").
+  // after elapsed_. The common case (append_moved()) is inline here; anything else takes file().
+  // At a million timers this runs about once per two heartbeats of an idle connection, so its
+  // instructions are most of what a heartbeat costs the wheel (docs/timer.md, "Idle deadlines at
+  // scale"); visit() places most of its nodes without it.
   void refile(timer_node& n) {
     const tick_t t = n.tick_;
     assert(t > elapsed_);
     const unsigned level = detail::ring_level(elapsed_, t);
     const unsigned s = detail::slot_for(t, level);
-    const auto id = static_cast<std::uint16_t>(level * detail::slots_per_level + s);
     slot* const lv = levels_[level];
-    const std::uint32_t i = lv == nullptr ? detail::no_hole : lv[s].try_append(&n, visit_min_live_);
-    if (i == detail::no_hole) {
+    if (lv == nullptr || !append_moved(lv[s], static_cast<std::uint16_t>(level * detail::slots_per_level + s), n, t))
       file(n, t);
-      return;
-    }
-    if (t < lv[s].due) lv[s].due = t;
-    occupied_[level] |= std::uint64_t{1} << s;
-    detail::cover([level](detail::wheel_coverage& c) { ++c.filed[level]; });
+  }
+
+  // Appends moved node n (deadline t) to `dest`, slot `id`, when that is a plain append: the slot
+  // has no hole, a block with room, and the append wakes no visit (entry_slot::try_append);
+  // otherwise changes nothing and returns false. No occupancy bit to set: an append succeeds only
+  // below the slot's capacity, and a slot with arrays has entries, so live nodes, so its bit is
+  // set (invariants that invariant_violation() checks: an empty slot keeps no arrays; a slot
+  // without live nodes keeps no entries; a bit is set exactly when its slot has live nodes).
+  [[gnu::always_inline]] bool append_moved(slot& dest, std::uint16_t id, timer_node& n, tick_t t) noexcept {
+    const std::uint32_t i = dest.try_append(&n, visit_min_live_);
+    if (i == detail::no_hole) return false;
+    if (t < dest.due) dest.due = t;
+    detail::cover([id](detail::wheel_coverage& c) { ++c.filed[id / detail::slots_per_level]; });
     n.slot_ = id;
     n.pos_ = i;
+    return true;
   }
 
   // A slot whose entries (live and holes) just reached visit_min_live_ wakes its level's

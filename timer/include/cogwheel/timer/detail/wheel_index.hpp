@@ -68,7 +68,23 @@ constexpr std::uint64_t ring_start(std::uint64_t elapsed, unsigned level, unsign
   return ((elapsed >> shift) + ahead) << shift;
 }
 
+// The first tick beyond `level`'s ring while the wheel's time is `elapsed`: ring_level(elapsed,
+// when) is the least level L with when < ring_end(elapsed, L), so the deadlines filed at L are
+// exactly [ring_end(elapsed, L - 1), ring_end(elapsed, L)) (from elapsed + 1 at level 0). ~0 for
+// the top level, whose ring reaches past every tick. What a loop filing many deadlines relative
+// to one elapsed uses to test a level with two compares instead of ring_level()'s count of
+// leading zeros, multiply and shifts (timer_wheel::visit()).
+constexpr std::uint64_t ring_end(std::uint64_t elapsed, unsigned level) noexcept {
+  const unsigned shift = level * slot_bits;
+  if (shift + slot_bits >= 64) return ~std::uint64_t{0};
+  return ((elapsed >> shift) + slots_per_level) << shift;
+}
+
 static_assert(level_count == 11);
+static_assert(ring_end(0, 0) == 64 && ring_end(100, 0) == 164 && ring_end(100, 1) == 64 * 65);
+static_assert(ring_level(100, 163) == 0 && ring_level(100, 164) == 1 && ring_level(100, 64 * 65 - 1) == 1 &&
+              ring_level(100, 64 * 65) == 2);
+static_assert(ring_end(~std::uint64_t{0} >> 1, 10) == ~std::uint64_t{0});
 static_assert(ring_level(0, 1) == 0 && ring_level(0, 63) == 0 && ring_level(0, 64) == 1);
 static_assert(ring_level(63, 64) == 0 && ring_level(4095, 4096) == 0 && ring_level(4000, 7000) == 1);
 static_assert(ring_level(100, 100 + 64 * 63) == 1 && ring_level(64, 64 * 65) == 2);
