@@ -37,7 +37,7 @@
 /// applied in a batch before anything reads or adds slot entries or live counts again (filing,
 /// advance, next_deadline(), destruction). At a million timers the entry is a cache miss that
 /// depends on the node's own miss; batched, the misses overlap, and the cancel itself leaves
-/// few instructions between one node's miss and the next (docs/timer.md, session 15).
+/// few instructions between one node's miss and the next (docs/timer.md, session 12).
 ///
 /// A timeout replaced by a later one (cancel, then schedule of the same node, no other cancel
 /// between) goes back into the entry it left on wheels of >= 2^18 timers, as reschedule() with a
@@ -134,7 +134,7 @@ class timer_wheel {
         return;
       }
     }
-    reschedule_slow(n, t);
+    reschedule_slow_cold(n, t);
   }
 
   /// Moves the wheel's time to `now` and fires every timer with deadline_tick <= now_tick, in
@@ -252,6 +252,13 @@ class timer_wheel {
     cancel(n);
     enqueue(n, t);
   }
+  // How reschedule() reaches reschedule_slow(): a cold function (one jump), so that in the
+  // caller's loop that call's path is the rare one and its register saves go to the caller's
+  // cold section. With the plain call, GCC kept fewer of the caller's values in registers across
+  // it: reschedule_later reloaded N from the stack at every push (1.03-1.08x), and advance_max's
+  // heartbeats, the same instructions on the lazy path, took 1.15x (docs/timer.md, session 15).
+  // reschedule_slow() itself is not cold, as GCC optimises a cold function for size.
+  [[gnu::cold, gnu::noinline]] void reschedule_slow_cold(timer_node& n, tick_t t) { reschedule_slow(n, t); }
 
   // Queues idle n for tick t: staged, unless n is the node cancelled last from a filed slot (a
   // timeout replaced: replace()). That compare is the only test a schedule pays for the choice:
