@@ -15,8 +15,10 @@ timer_wheel::timer_wheel(clock::duration tick, clock::time_point start)
 }
 
 timer_wheel::~timer_wheel() {
-  for (std::uint32_t i = 0; i < staged_count_; ++i) staged_[i]->state_ = timer_node::state::idle;
-  if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_destroy; });
+  for (std::uint32_t i = 0; i < staged_.count; ++i)
+    staged_.nodes[i]->state_ = timer_node::state::idle;
+  if (cancels_.count > 0)
+    detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_destroy; });
   flush_cancels();
   for (unsigned level = 0; level <= level_count; ++level) {
     slot* const lv = levels_[level];
@@ -112,12 +114,12 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
     if (next_due_ > file_now_from_) file_now_from_ = next_due_;
   }
   tick_t next = next_due_;
-  if (staged_count_ > 0) {
-    // While latest_ < fast_before_ <= first_instant(min_staged_) (lower_to_staged()), latest_'s
-    // tick is below min_staged_, so max(min_staged_, current_tick()) is max(min_staged_,
+  if (staged_.count > 0) {
+    // While latest_ < fast_before_ <= first_instant(staged_.min) (lower_to_staged()), latest_'s
+    // tick is below staged_.min, so max(staged_.min, current_tick()) is max(staged_.min,
     // elapsed_): a compare instead of current_tick()'s multiply.
     const tick_t current = latest_ < fast_before_ ? elapsed_ : current_tick();
-    const tick_t staged = min_staged_ > current ? min_staged_ : current;
+    const tick_t staged = staged_.min > current ? staged_.min : current;
     if (staged < next) next = staged;
   }
   if (next == ~tick_t{0}) return std::nullopt;
@@ -129,8 +131,8 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
 // reads a filed slot's entries (they may point at nodes already destroyed) or its live count. A
 // slot's live count still counts its logged nodes, so it reaches 0 at the last of them.
 void timer_wheel::flush_cancels() noexcept {
-  for (std::uint32_t i = 0; i < cancel_count_; ++i) {
-    const cancelled_entry c = cancel_log_[i];
+  for (std::uint32_t i = 0; i < cancels_.count; ++i) {
+    const detail::cancelled_entry c = cancels_.entries[i];
     slot& sl = slot_at(c.slot);
     assert(c.pos < sl.size && sl.live > 0);
     if (--sl.live == 0)
@@ -138,7 +140,7 @@ void timer_wheel::flush_cancels() noexcept {
     else
       sl.make_hole(c.pos);
   }
-  cancel_count_ = 0;
+  cancels_.count = 0;
   last_unlinked_ = 0;
   put_back_ = size_ >= requeue_min_size_;
 }
@@ -163,12 +165,12 @@ void timer_wheel::release_slot(std::uint16_t id) noexcept {
 
 void timer_wheel::file_staged(bool update) {
   catch_up();
-  if (cancel_count_ > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
+  if (cancels_.count > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
   flush_cancels();
-  min_staged_ = ~tick_t{0};
-  const std::uint32_t count = staged_count_;
-  staged_count_ = 0;
-  for (std::uint32_t i = 0; i < count; ++i) file(*staged_[i], staged_[i]->tick_);
+  staged_.min = ~tick_t{0};
+  const std::uint32_t count = staged_.count;
+  staged_.count = 0;
+  for (std::uint32_t i = 0; i < count; ++i) file(*staged_.nodes[i], staged_.nodes[i]->tick_);
   if (update) update_next_work();
 }
 
@@ -210,11 +212,11 @@ void timer_wheel::set_fast_limit() noexcept {
 void timer_wheel::lower_to_staged(clock::rep& before) noexcept {
   // With nothing staged, the bound starts over: a node staged later lowers it again (stage());
   // kept, a stale bound below that node's deadline would keep it from lowering fast_before_.
-  if (staged_count_ == 0) {
-    min_staged_ = ~tick_t{0};
+  if (staged_.count == 0) {
+    staged_.min = ~tick_t{0};
     return;
   }
-  if (first_instant(min_staged_) < before) before = first_instant(min_staged_);
+  if (first_instant(staged_.min) < before) before = first_instant(staged_.min);
 }
 
 
@@ -460,11 +462,11 @@ std::size_t timer_wheel::advance_to(tick_t now) {
   catch_up();
   if (now < elapsed_) return 0;
   advancing_ = true;
-  if (staged_count_ > 0) {
+  if (staged_.count > 0) {
     detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_advance; });
     file_staged(false);
   } else {
-    min_staged_ = ~tick_t{0};
+    staged_.min = ~tick_t{0};
     flush_cancels();
   }
 

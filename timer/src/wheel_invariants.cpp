@@ -17,14 +17,15 @@ const char* timer_wheel::invariant_violation() const noexcept {
   if (!batch_.empty()) return "the expiry batch is not empty between advances";
   if (scratch_.size != 0 || scratch_.live != 0 || scratch_.cap != 0)
     return "the scratch slot holds entries between advances";
-  if (cancel_count_ >= cancel_log_.size()) return "the cancel log is full and was not applied";
+  if (cancels_.count >= detail::cancel_log::capacity)
+    return "the cancel log is full and was not applied";
 
   // Logged cancels: a filed slot's entry that still points at a node which has left (it may be
   // destroyed already, so it is never dereferenced) and that its slot's live count still counts,
   // applied before anything files, advances or reads the slots again.
   std::vector<std::pair<std::uint16_t, std::uint32_t>> logged;
-  for (std::uint32_t i = 0; i < cancel_count_; ++i) {
-    const cancelled_entry c = cancel_log_[i];
+  for (std::uint32_t i = 0; i < cancels_.count; ++i) {
+    const detail::cancelled_entry c = cancels_.entries[i];
     if (c.slot > overdue_slot) return "a cancel of a staged node was logged";
     if (c.slot < overdue_slot && levels_[c.slot / slots_per_level] == nullptr)
       return "a cancel was logged in a level that has no slots";
@@ -131,15 +132,16 @@ const char* timer_wheel::invariant_violation() const noexcept {
     if (hole_entries != holes) return "a hole is missing from its slot's hole stack";
     if (pointers != sl.live) return "a slot's live count disagrees with its entries (logged cancels included)";
   }
-  if (staged_count_ >= stage_limit) return "the staging area is full and was not filed";
-  for (std::uint32_t i = 0; i < staged_count_; ++i) {
-    const timer_node* n = staged_[i];
+  if (staged_.count >= detail::staging_area::capacity)
+    return "the staging area is full and was not filed";
+  for (std::uint32_t i = 0; i < staged_.count; ++i) {
+    const timer_node* n = staged_.nodes[i];
     if (n->state_ != timer_node::state::queued || n->slot_ != staged_slot || n->pos_ != i)
       return "a staged node's state, slot or index does not round-trip";
-    if (n->tick_ < min_staged_) return "a staged deadline is below the staging bound";
+    if (n->tick_ < staged_.min) return "a staged deadline is below the staging bound";
   }
-  live_total += staged_count_;
-  live_total -= cancel_count_;  // counted in their slots' live counts until the flush
+  live_total += staged_.count;
+  live_total -= cancels_.count;  // counted in their slots' live counts until the flush
   if (live_total != size_) return "size() disagrees with the slots' live counts";
   if (pool_.allocated() != blocks_in_use + pool_.free_count())
     return "the block pool lost or duplicated a block";
@@ -147,14 +149,14 @@ const char* timer_wheel::invariant_violation() const noexcept {
   // The O(1) path of advance() compares times with fast_before_, the first instant of next_work_.
   if (fast_limit_ != first_instant(next_work_)) return "fast_limit_ is not next_work_'s first instant";
   if (fast_before_ > fast_limit_) return "fast_before_ is above fast_limit_";
-  if (fast_before_ > first_instant(min_staged_))
+  if (fast_before_ > first_instant(staged_.min))
     return "advance() would take the O(1) path at a staged deadline";
   if (current_tick() != elapsed_ && latest_ >= fast_limit_)
     return "advance() skipped a time at or after next_work_";
   // The O(1) path of advance() may skip ticks before next_work_ only if nothing is due there.
-  if (overdue_.live > 0 && next_work_ > elapsed_ && staged_count_ == 0)
+  if (overdue_.live > 0 && next_work_ > elapsed_ && staged_.count == 0)
     return "a timer is overdue but advance() would take the O(1) path";
-  if (earliest_start && next_work_ > *earliest_start && staged_count_ == 0)
+  if (earliest_start && next_work_ > *earliest_start && staged_.count == 0)
     return "advance() would skip a slot that comes due";
   if (next_due_known_ && earliest_start && next_due_ > *earliest_start)
     return "next_deadline() would report a time after a slot comes due";

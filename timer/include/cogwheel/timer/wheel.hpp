@@ -19,10 +19,8 @@
 /// in steady state allocates nothing. A level's 64 slot headers are allocated when a timer is
 /// first filed there (and kept), so the wheel object is ~5 KB and its memory follows the timers.
 ///
-/// schedule() only stages a node (an append to an array of 256); staged nodes are filed into
-/// their slots by the first advance() that reaches the earliest staged deadline or finds a slot
-/// due, or when 256 have accumulated. A timeout scheduled and cancelled before then, the common
-/// case, so never touches a wheel slot, and an advance() after a schedule() stays O(1).
+/// schedule() only stages a node, and files it later (detail/staging_area.hpp): a timeout
+/// scheduled and cancelled before then never touches a wheel slot.
 ///
 /// A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
 /// pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
@@ -32,12 +30,8 @@
 /// due is O(1). Visits only ever move a node to a later slot: they change when work is done,
 /// never when a timer fires.
 ///
-/// cancel() of a filed node touches only the node and a log: (slot, index) is logged, and the
-/// slot's live count, its occupancy bit and the write that turns its entry into a hole are
-/// applied in a batch before anything reads or adds slot entries or live counts again (filing,
-/// advance, next_deadline(), destruction). At a million timers the entry is a cache miss that
-/// depends on the node's own miss; batched, the misses overlap, and the cancel itself leaves
-/// few instructions between one node's miss and the next (docs/timer.md, session 15).
+/// cancel() of a filed node touches only the node and a log, applied to the slots in a batch
+/// (detail/cancel_log.hpp).
 ///
 /// A timeout replaced by a later one (cancel, then schedule of the same node, no other cancel
 /// between) goes back into the entry it left on wheels of >= 2^18 timers, as reschedule() with a
@@ -64,8 +58,10 @@
 #include <limits>
 #include <optional>
 
+#include <cogwheel/timer/detail/cancel_log.hpp>
 #include <cogwheel/timer/detail/entry_slot.hpp>
 #include <cogwheel/timer/detail/expiry_batch.hpp>
+#include <cogwheel/timer/detail/staging_area.hpp>
 #include <cogwheel/timer/detail/wheel_coverage.hpp>
 #include <cogwheel/timer/detail/wheel_index.hpp>
 #include <cogwheel/timer/node.hpp>
@@ -125,7 +121,7 @@ class timer_wheel {
     if (n.state_ == timer_node::state::queued) {
       if (n.slot_ == staged_slot) {  // not filed yet: any new deadline is just recorded
         n.tick_ = t;
-        if (t < min_staged_) lower_min_staged(t);
+        if (t < staged_.min) lower_min_staged(t);
         return;
       }
       if (n.slot_ != overdue_slot && t >= n.tick_) {
@@ -134,7 +130,7 @@ class timer_wheel {
         return;
       }
     }
-    reschedule_slow(n, t);
+    reschedule_slow_cold(n, t);
   }
 
   /// Moves the wheel's time to `now` and fires every timer with deadline_tick <= now_tick, in
@@ -216,7 +212,7 @@ class timer_wheel {
     for (unsigned level = 0; level < detail::level_count; ++level)
       for (std::uint64_t bits = occupied_[level]; bits != 0; bits &= bits - 1)
         out[level] += levels_[level][__builtin_ctzll(bits)].live;
-    out[detail::level_count] = overdue_.live + staged_count_;
+    out[detail::level_count] = overdue_.live + staged_.count;
     return out;
   }
 
@@ -224,7 +220,6 @@ class timer_wheel {
   static constexpr unsigned wheel_slots = detail::level_count * detail::slots_per_level;
   static constexpr std::uint16_t overdue_slot = wheel_slots;     // deadlines <= elapsed_
   static constexpr std::uint16_t staged_slot = wheel_slots + 1;  // scheduled, not yet filed
-  static constexpr std::size_t stage_limit = 256;
 
   using slot = detail::entry_slot;
   // The early visit of one level's next occupied slot (see visit()).
@@ -233,10 +228,6 @@ class timer_wheel {
     tick_t finish = 0;       // the tick by which the current pass is to reach the slot's end
     std::uint32_t cursor = 0;
     std::uint16_t slot = 0;  // 0: none yet (level 0 is never visited)
-  };
-  struct cancelled_entry {
-    std::uint32_t pos;
-    std::uint16_t slot;
   };
   struct expiration {
     unsigned level;
@@ -252,6 +243,13 @@ class timer_wheel {
     cancel(n);
     enqueue(n, t);
   }
+  // How reschedule() reaches reschedule_slow(): a cold function (one jump), so that in the
+  // caller's loop that call's path is the rare one and its register saves go to the caller's
+  // cold section. With the plain call, GCC kept fewer of the caller's values in registers across
+  // it: reschedule_later reloaded N from the stack at every push (1.03-1.08x), and advance_max's
+  // heartbeats, the same instructions on the lazy path, took 1.15x (docs/timer.md, session 15).
+  // reschedule_slow() itself is not cold, as GCC optimises a cold function for size.
+  [[gnu::cold, gnu::noinline]] void reschedule_slow_cold(timer_node& n, tick_t t) { reschedule_slow(n, t); }
 
   // Queues idle n for tick t: staged, unless n is the node cancelled last from a filed slot (a
   // timeout replaced: replace()). That compare is the only test a schedule pays for the choice:
@@ -299,11 +297,11 @@ class timer_wheel {
   // file at once instead (replace()). (Without the branch, selecting both outcomes' writes, the counts depend on the
   // node's load and serialise the misses: slower at every size.)
   bool requeue(timer_node& n, tick_t t) noexcept {
-    const cancelled_entry c = cancel_log_[cancel_count_ - 1];
+    const detail::cancelled_entry c = cancels_.entries[cancels_.count - 1];
     if (t < n.tick_ || t < slot_at(c.slot).due) return false;
     assert(c.slot < wheel_slots);
     detail::cover([](detail::wheel_coverage& cv) { ++cv.revived; });
-    --cancel_count_;
+    --cancels_.count;
     last_unlinked_ = 0;
     n.tick_ = t;
     n.state_ = timer_node::state::queued;
@@ -345,15 +343,15 @@ class timer_wheel {
   // file_now()'s append woke slot `id`'s level (wheel.cpp).
   void file_now_woke(std::uint16_t id) noexcept;
 
-  // Staged nodes sit densely in staged_[0, staged_count_); n.pos_ is the index.
+  // Staged nodes sit densely in staged_.nodes[0, staged_.count); n.pos_ is the index.
   void stage(timer_node& n, tick_t t) {
     n.tick_ = t;
-    if (t < min_staged_) lower_min_staged(t);
+    if (t < staged_.min) lower_min_staged(t);
     n.state_ = timer_node::state::queued;
     n.slot_ = staged_slot;
-    n.pos_ = staged_count_;
-    staged_[staged_count_++] = &n;
-    if (staged_count_ == stage_limit) {
+    n.pos_ = staged_.count;
+    staged_.nodes[staged_.count++] = &n;
+    if (staged_.full()) {
       detail::cover([](detail::wheel_coverage& c) { ++c.stage_flush_full; });
       file_staged();
     }
@@ -384,11 +382,11 @@ class timer_wheel {
     if (__builtin_mul_overflow(t, d, &product) || product > static_cast<std::uint64_t>(max)) return max;
     return static_cast<clock::rep>(product);
   }
-  // A staged deadline t below min_staged_: the advance() that reaches it must file the staged
+  // A staged deadline t below staged_.min: the advance() that reaches it must file the staged
   // nodes, so fast_before_ comes down to t's first instant. (Taken once per new least staged
   // deadline: after a filing, about log(staged) times.)
   void lower_min_staged(tick_t t) noexcept {
-    min_staged_ = t;
+    staged_.min = t;
     const clock::rep f = first_instant(t);
     if (f < fast_before_) fast_before_ = f;
   }
@@ -397,9 +395,9 @@ class timer_wheel {
   void set_fast_limit() noexcept;
   // Sets file_now_from_ to max(next_work_, next_due_, elapsed_ + 1).
   void set_file_now_from() noexcept;
-  // Lowers `before` to min_staged_'s first instant if a node is staged; else resets min_staged_.
-  // Invariant kept: fast_before_ <= first_instant(min_staged_), so stage() need only lower
-  // fast_before_ when it lowers min_staged_.
+  // Lowers `before` to staged_.min's first instant if a node is staged; else resets staged_.min.
+  // Invariant kept: fast_before_ <= first_instant(staged_.min), so stage() need only lower
+  // fast_before_ when it lowers staged_.min.
   void lower_to_staged(clock::rep& before) noexcept;
 
   // Slot `id`: an index into its level's array (the overdue list is level level_count's only
@@ -513,9 +511,9 @@ class timer_wheel {
   void unlink(timer_node& n) noexcept {
     assert(n.pos_ < slot_at(n.slot_).size && slot_at(n.slot_).at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
-    cancel_log_[cancel_count_++] = cancelled_entry{n.pos_, n.slot_};
+    cancels_.entries[cancels_.count++] = detail::cancelled_entry{n.pos_, n.slot_};
     last_unlinked_ = reinterpret_cast<std::uintptr_t>(&n);  // see enqueue() and replace()
-    if (cancel_count_ == cancel_log_.size()) {
+    if (cancels_.full()) {
       detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_full; });
       flush_cancels();
     }
@@ -529,17 +527,17 @@ class timer_wheel {
   // the log is not part of the wheel's observable state, so applying it changes no answer but
   // theirs, which it makes exact again.
   void flush_cancels() const noexcept {
-    if (cancel_count_ != 0) const_cast<timer_wheel*>(this)->flush_cancels();
+    if (cancels_.count != 0) const_cast<timer_wheel*>(this)->flush_cancels();
   }
   // Empties slot `id` (its last live node left) and clears its occupancy bit.
   void release_slot(std::uint16_t id) noexcept;
 
   // Takes a staged node out: the last staged node (hot: it was just staged) fills its place.
   void unstage(timer_node& n) noexcept {
-    assert(n.pos_ < staged_count_ && staged_[n.pos_] == &n);
+    assert(n.pos_ < staged_.count && staged_.nodes[n.pos_] == &n);
     n.state_ = timer_node::state::idle;
-    timer_node* last = staged_[--staged_count_];
-    staged_[n.pos_] = last;
+    timer_node* last = staged_.nodes[--staged_.count];
+    staged_.nodes[n.pos_] = last;
     last->pos_ = n.pos_;
   }
 
@@ -560,7 +558,7 @@ class timer_wheel {
 
   // The two fields the O(1) path of advance() reads and writes, first in the object (an event
   // loop calls it every iteration):
-  // The lesser of fast_limit_ and min_staged_'s first instant: advance() with a time below it has
+  // The lesser of fast_limit_ and staged_.min's first instant: advance() with a time below it has
   // nothing to do (no slot comes due, no staged deadline is reached: staged nodes wait for the
   // advance that reaches the earliest of them, or for the staging area to fill).
   clock::rep fast_before_ = std::numeric_limits<clock::rep>::min();
@@ -579,9 +577,7 @@ class timer_wheel {
   unsigned top_level_ = 0;  // levels [0, top_level_) may have slots (the highest allocated + 1)
   slot overdue_;                      // deadlines at or before elapsed_ when filed
   slot scratch_;                      // the slot being processed, detached
-  std::uint32_t staged_count_ = 0;
-  std::array<timer_node*, stage_limit> staged_;  // scheduled, not yet filed
-  tick_t min_staged_ = ~tick_t{0};    // <= every staged deadline (a bound: cancels don't raise it)
+  detail::staging_area staged_;       // scheduled, not yet filed (count, nodes, min)
   // No advance() to a tick before this has anything to do while nothing is staged: <= the first
   // tick of every occupied slot and of every pending visit step, elapsed_ while a timer is
   // overdue. A bound: cancels and lazy pushes do not raise it.
@@ -610,8 +606,7 @@ class timer_wheel {
   // a slot removes it (forget_big()).
   std::array<std::uint8_t, detail::level_count> big_slots_{};
   std::uint32_t big_levels_ = 0;  // bit L (L >= 1: level 0 is never visited): big_slots_[L] > 0
-  std::uint32_t cancel_count_ = 0;     // logged cancels not yet applied to their slot entries
-  std::array<cancelled_entry, 256> cancel_log_;
+  detail::cancel_log cancels_;         // cancels not yet applied to their slot entries
   // The address of the node whose cancel is the log's last entry, until the log is applied (0
   // then, or after requeue()): compared with a node's address only, never dereferenced (see
   // requeue(); file_now() does not clear it, as the log entry stays).
