@@ -105,10 +105,12 @@ class tick_scale {
 
   /// The time point at which tick `t` begins (time_point::max() when that would overflow).
   clock::time_point time_of(tick_t t) const noexcept {
+    // A multiply with an overflow flag, not t > max / d: that 64-bit division was most of what
+    // timer_wheel::next_deadline() cost (the loop asks it before every wait).
     const auto max = static_cast<std::uint64_t>(clock::duration::max().count());
-    const std::uint64_t d = divider_.divisor();
-    if (t > max / d) return clock::time_point::max();
-    return clock::time_point(clock::duration(static_cast<clock::rep>(t * d)));
+    std::uint64_t product;
+    if (__builtin_mul_overflow(t, divider_.divisor(), &product) || product > max) return clock::time_point::max();
+    return clock::time_point(clock::duration(static_cast<clock::rep>(product)));
   }
 
  private:
