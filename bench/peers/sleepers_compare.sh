@@ -49,6 +49,7 @@ tokio_skip=""
 # shellcheck source=cargo_peer.sh
 . "$here/cargo_peer.sh"
 build_tokio() {
+  install_tokio_packages sleepers_compare
   cargo_peer_build sleepers_compare tokio_sleepers "$build" "$work"
   tokio_sleepers=$cargo_peer_bin
   tokio_skip=$cargo_peer_skip
