@@ -234,7 +234,11 @@ TEST_F(redis_delay_queue_safety, an_expired_claim_record_requeues_only_its_unack
     auto c = co_await redis::client::connect(options());
     CO_ASSERT_OK(c);
     delay_queue q(*c, "jobs");
-    for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(*co_await q.schedule(id, id, wall_clock::now()));
+    // One due time, already past by the server's clock: the worker's first claim takes all three
+    // (a due time is rounded up to the ms and the server's TIME down, so three `now()`s taken one
+    // after another could straddle a claim and land in two records).
+    const auto t = wall_clock::now() - 1s;
+    for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(*co_await q.schedule(id, id, t));
     std::map<std::string, std::vector<std::int64_t>> attempts;
     std::optional<std::int64_t> entries;  // ZCARD {jobs}:inflight once "a" is acknowledged
     auto handler = [&](const job& j) -> task<result<void>> {
