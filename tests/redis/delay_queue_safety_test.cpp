@@ -234,10 +234,7 @@ TEST_F(redis_delay_queue_safety, an_expired_claim_record_requeues_only_its_unack
     auto c = co_await redis::client::connect(options());
     CO_ASSERT_OK(c);
     delay_queue q(*c, "jobs");
-    // One due time, already past by the server's clock: the worker's first claim takes all three
-    // (a due time is rounded up to the ms and the server's TIME down, so three `now()`s taken one
-    // after another could straddle a claim and land in two records).
-    const auto t = wall_clock::now() - 1s;
+    const auto t = already_due();  // one claim takes all three: one record
     for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(*co_await q.schedule(id, id, t));
     std::map<std::string, std::vector<std::int64_t>> attempts;
     std::optional<std::int64_t> entries;  // ZCARD {jobs}:inflight once "a" is acknowledged
@@ -282,7 +279,7 @@ TEST_F(redis_delay_queue_safety, extending_a_job_prolongs_its_claim_record_and_n
     delay_queue q(*c, "jobs");
     // Due a second ago, so that the first claim takes both into one record (due "now", the
     // later one could round up to a millisecond after that claim: two records, 2 runs in 8).
-    for (const char* id : {"x", "y"}) EXPECT_TRUE(*co_await q.schedule(id, "", wall_clock::now() - 1s));
+    for (const char* id : {"x", "y"}) EXPECT_TRUE(*co_await q.schedule(id, "", already_due()));
     std::vector<std::optional<double>> left_s;  // the record's lease, seconds from now, after each extension
     int started = 0;
     auto handler = [&](const job& j) -> task<result<void>> {

@@ -20,6 +20,12 @@ namespace cogwheel::redis_test {
 // jobs of one record share it; the record's ids are in {name}:claims).
 inline std::string inflight_member(const redis::job& j) { return std::to_string(j.token); }
 
+// A due time every claim sees as due: a second before now. A due time is rounded up to the
+// millisecond and the server's TIME down, so jobs scheduled at now() one after another can
+// straddle a claim (some due, the last not yet) and land in separate claim records; a test that
+// counts records or claims schedules at one time already past (two tests were flaky without).
+inline redis::wall_clock::time_point already_due() { return redis::wall_clock::now() - std::chrono::seconds(1); }
+
 // Runs q's worker (`handler`, `w`) until done() holds, checked every 10 ms at most `checks`
 // times, then stops it and returns when run() has.
 template <class Done>
