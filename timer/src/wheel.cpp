@@ -101,9 +101,9 @@ inline std::optional<timer_wheel::expiration> timer_wheel::next_expiration() con
   return expiration{best_level, best_slot, best};
 }
 
-std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
+clock::rep timer_wheel::next_deadline_count() const noexcept {
   flush_cancels();  // a slot whose timers were all cancelled is released, and forgotten here
-  if (overdue_.live > 0) return scale_.time_of(elapsed_);
+  if (overdue_.live > 0) return scale_.time_of(elapsed_).time_since_epoch().count();
   // ~0 stands for none: no slot comes due at tick ~0, and staged deadlines are below 2^63 ticks.
   if (!next_due_known_) {
     const auto e = next_expiration();
@@ -122,8 +122,8 @@ std::optional<clock::time_point> timer_wheel::next_deadline() const noexcept {
     const tick_t staged = staged_.min > current ? staged_.min : current;
     if (staged < next) next = staged;
   }
-  if (next == ~tick_t{0}) return std::nullopt;
-  return scale_.time_of(next);
+  if (next == ~tick_t{0}) return no_deadline;
+  return scale_.time_of(next).time_since_epoch().count();
 }
 
 // Invariant that makes the cancel log safe: between a cancel and this flush no wheel slot gains
