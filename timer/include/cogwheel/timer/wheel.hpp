@@ -160,7 +160,7 @@ class timer_wheel {
   // next_due_; the rest is out of line and returns a count, not an optional: GCC returned an
   // out-of-line std::optional<time_point> through a stack temporary whose flag it stored as a
   // byte and reloaded as the upper word of the pair, a store that cannot forward to the load
-  // (timer_bench's next_deadline: 6.3-7.2 ns before, 2.8-2.9 after, the heap's 0.8; Zen 4 guest).
+  // (timer_bench's next_deadline: 6.3-7.2 ns before, 2.8-5.1 after, the heap's 0.8; Zen 4 guest).
   std::optional<clock::time_point> next_deadline() const noexcept {
     if ((cancels_.count | staged_.count | overdue_.live) == 0 && next_due_known_) {
       if (next_due_ == ~tick_t{0}) return std::nullopt;
