@@ -86,6 +86,26 @@ TEST(frame_pool_release, a_freed_burst_leaves_rss_once_the_loop_has_idled) {
   EXPECT_LT(after + (16u << 20), held) << "Rss " << before << " -> " << held << " -> " << after;
 }
 
+TEST(frame_pool_release, a_loop_idling_until_its_chunks_are_given_back_wakes_a_few_times_not_a_spin) {
+  // An idle loop calls frame_pool_idle and sleeps (precisely) as long as it says until it says
+  // -1: the chunks emptied are given back. The clock it decides by is coarse (a tick behind at
+  // worst): asked to sleep the coarse clock's shortfall, the loop woke before the tick, found
+  // the same shortfall, and woke again every few µs until the tick (hundreds of wake-ups).
+  if (!pools_on()) GTEST_SKIP() << "frame pools are off in this build or environment";
+  for (int round = 0; round < 4; ++round) {  // each round meets two epoch boundaries
+    burst b(8000, 512, 3);
+    b.free_all();
+    int calls = 0;
+    std::int64_t ns = 0;
+    while ((ns = frame_pool_idle()) > 0 && calls < 1000) {
+      ++calls;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+    }
+    // Two or three epoch advances, plus one call when the first one is already due.
+    EXPECT_LE(calls, 6) << "round " << round;
+  }
+}
+
 TEST(frame_pool_release, a_chunk_given_back_is_carved_again_with_frames_intact) {
   if (!pools_on()) GTEST_SKIP() << "frame pools are off in this build or environment";
   burst kept(300, 352, 7);  // live throughout: its chunk is never given back
