@@ -4,15 +4,19 @@
 // handed to a new socket, on this core or after the old socket moved to another, is watched
 // afresh (a loop that took the new socket for the old one would never hear of its data: the
 // reads below would time out); a socket joins a loop's set once however often it waits, and
-// leaves the old loop's set when it moves to another core.
+// leaves the old loop's set when it moves to another core. And what it knows of a socket's input:
+// after a read that emptied it, the next read waits for the edge without a syscall, yet never
+// misses data, the peer's end, or data that came before its timeout fired.
 #include <cogwheel/cogwheel.hpp>  // first: the umbrella header compiles on its own
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string_view>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -231,6 +235,107 @@ TEST(backend, a_socket_moved_to_another_core_leaves_the_old_loops_epoll_set) {
     checked = true;
   });
   EXPECT_TRUE(checked);
+}
+
+// The server's end waits once (so it is in the epoll set), then reads what the client sends
+// with a buffer larger than that: a short read, which empties the socket's input.
+task<result<std::size_t>> drain_after(tcp_stream& server, tcp_stream& client, std::string_view what) {
+  if (auto w = co_await one_wait(server, client); !w) co_return w.error();
+  if (auto w = co_await client.write_all(bytes_of(what)); !w) co_return w.error();
+  std::array<std::byte, 64> buf;
+  co_return co_await with_timeout(server.read(buf), 2s);
+}
+
+TEST(backend, a_read_after_a_read_that_emptied_the_socket_waits_for_data_without_a_syscall) {
+  backend_variable epoll("epoll");
+  run([]() -> task<void> {
+    auto p = co_await connect_pair();
+    CO_ASSERT_OK(p);
+    auto first = co_await drain_after(p->server, p->client, "abc");
+    CO_ASSERT_OK(first);
+    CO_ASSERT_TRUE(*first == 3u);
+    std::array<std::byte, 64> buf;
+    std::optional<result<std::size_t>> got;
+    const std::uint64_t before = this_core_metrics().syscalls;
+    std::uint64_t at_submission = 0;
+    auto reader = [&]() -> task<void> { got = co_await with_timeout(p->server.read(buf), 2s); };
+    auto writer = [&]() -> task<void> {
+      // The reader's read has gone to the backend (when_all starts it first): it made no
+      // recv, which would have found nothing.
+      at_submission = this_core_metrics().syscalls - before;
+      (void)co_await p->client.write_all(bytes_of("defg"));
+    };
+    co_await together(reader(), writer());
+    EXPECT_EQ(at_submission, 0u);
+    CO_ASSERT_TRUE(got.has_value());
+    CO_ASSERT_OK(*got);
+    EXPECT_EQ(text_of(std::span(buf).first(**got)), "defg");
+  }(), runtime_options{.backend = backend_kind::epoll});
+}
+
+TEST(backend, data_sent_after_a_read_emptied_the_socket_and_before_the_next_read_is_read) {
+  backend_variable epoll("epoll");
+  for (const bool reaped : {false, true}) {
+    run([reaped]() -> task<void> {
+      auto p = co_await connect_pair();
+      CO_ASSERT_OK(p);
+      CO_ASSERT_OK(co_await drain_after(p->server, p->client, "abc"));
+      // In the socket before the read starts. Its edge not reaped yet: the read waits for it,
+      // and the next iteration reaps it. Or reaped already, with no read waiting: that reap
+      // told the socket has input again, so the read tries its syscall (an edge that was
+      // reaped never comes again).
+      CO_ASSERT_OK(co_await p->client.write_all(bytes_of("de")));
+      if (reaped) co_await sleep_for(5ms);
+      std::array<std::byte, 64> buf;
+      const auto start = std::chrono::steady_clock::now();
+      auto n = co_await with_timeout(p->server.read(buf), 2s);
+      // At once, not when the timeout's cancel tries the read that waited for no edge.
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+      CO_ASSERT_OK(n);
+      EXPECT_EQ(text_of(std::span(buf).first(*n)), "de");
+    }(), runtime_options{.backend = backend_kind::epoll});
+  }
+}
+
+TEST(backend, the_peers_end_arriving_with_its_last_data_is_read_after_the_data) {
+  // Data and the FIN arrive together and raise one edge; the read that takes the data is short,
+  // and no edge follows it: the next read must try its syscall (and find the end), not wait.
+  backend_variable epoll("epoll");
+  for (const bool waiting : {true, false}) {  // the edge reaped by a waiting read, or not yet
+    run([waiting]() -> task<void> {
+      auto p = co_await connect_pair();
+      CO_ASSERT_OK(p);
+      CO_ASSERT_OK(co_await one_wait(p->server, p->client));  // in the epoll set
+      std::array<std::byte, 64> buf;
+      std::optional<result<std::size_t>> first;
+      auto reader = [&]() -> task<void> { first = co_await with_timeout(p->server.read(buf), 2s); };
+      auto closer = [&]() -> task<void> {
+        // The data and the FIN from one step of this coroutine: both are in the server's socket
+        // before the loop next reaps it (a write through the loop would complete first, and
+        // its edge be reaped alone).
+        EXPECT_EQ(::send(p->client.native_handle(), "last", 4, MSG_NOSIGNAL), 4);
+        p->client.close();
+        co_return;
+      };
+      if (waiting) {
+        co_await together(reader(), closer());
+      } else {
+        co_await closer();
+        co_await sleep_for(5ms);  // the edge is reaped before the read starts: no waiter then
+        co_await reader();
+      }
+      CO_ASSERT_TRUE(first.has_value());
+      CO_ASSERT_OK(*first);
+      EXPECT_EQ(**first, 4u);
+      const auto start = std::chrono::steady_clock::now();
+      auto end = co_await with_timeout(p->server.read(buf), 2s);
+      // At once: not when the timeout's cancel tries the read that waited for an edge that
+      // never comes.
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+      CO_ASSERT_OK(end);
+      EXPECT_EQ(*end, 0u);
+    }(), runtime_options{.backend = backend_kind::epoll});
+  }
 }
 
 }  // namespace
