@@ -64,7 +64,35 @@ struct outcome {
   std::uint64_t server_timers_fired = 0;
   std::uint64_t server_iterations = 0;
   core_metrics server_metrics;  // the server core's, at the end
+  // Heartbeats the server handled, and the time inside deadline::reset() (where the heap does
+  // its sifting; the wheel's lazy re-filing is inside advance()): every even heartbeat's reset
+  // is timed between two clock reads, every odd one times the two reads around nothing, and
+  // the mean of those is subtracted. Server core only.
+  long heartbeats = 0;
+  std::uint64_t reset_ns = 0, empty_ns = 0;
+  long resets_timed = 0, empties_timed = 0;
+  double reset_total_ns() const {
+    if (resets_timed == 0 || empties_timed == 0) return 0;
+    const double each = static_cast<double>(reset_ns) / static_cast<double>(resets_timed) -
+                        static_cast<double>(empty_ns) / static_cast<double>(empties_timed);
+    return each > 0 ? each * static_cast<double>(heartbeats) : 0.0;
+  }
 };
+
+// idle.reset(timeout), timed as outcome's comment says.
+void reset_timed(deadline& idle, clock::duration timeout, outcome& out) {
+  const auto r0 = clock::now();
+  if ((++out.heartbeats & 1) == 0) {
+    idle.reset(timeout);
+    out.reset_ns += static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - r0).count());
+    ++out.resets_timed;
+  } else {
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the reads stay two
+    out.empty_ns += static_cast<std::uint64_t>(std::chrono::nanoseconds(clock::now() - r0).count());
+    ++out.empties_timed;
+    idle.reset(timeout);
+  }
+}
 
 // The hello message: which client this is and whether it keeps sending heartbeats.
 struct hello {
@@ -110,7 +138,7 @@ task<void> serve(tcp_stream conn, const config& cfg, outcome& out) {
       std::memcpy(reinterpret_cast<std::byte*>(&h) + have, message.data(), take);
       have += take;
     }
-    idle.reset(cfg.idle_timeout);  // O(1): the wheel applies a later deadline lazily
+    reset_timed(idle, cfg.idle_timeout, out);  // O(1) on the wheel: a later deadline is applied lazily
   }
 }
 
@@ -273,9 +301,15 @@ int main(int argc, char** argv) {
   row("timer lateness p50 (ms)", [&](outcome& r) { return ms(r.server_metrics.timer_lateness.quantile(0.5)); });
   row("timer lateness p99 (ms)", [&](outcome& r) { return ms(r.server_metrics.timer_lateness.quantile(0.99)); });
   row("timer lateness max (ms)", [&](outcome& r) { return ms(r.server_metrics.timer_lateness.max()); });
-  row("timer work: advance (s)", [&](outcome& r) { return num(static_cast<double>(r.server_metrics.timer_work_ns) * 1e-9, "%.4f"); });
-  row("timer phase (s)", [&](outcome& r) {
-    return num(static_cast<double>(r.server_metrics.phase_ns[static_cast<unsigned>(loop_phase::timers)].sum()) * 1e-9, "%.4f");
+  row("timer phase (ms)", [&](outcome& r) {
+    return num(static_cast<double>(r.server_metrics.phase_ns[static_cast<unsigned>(loop_phase::timers)].sum()) * 1e-6, "%.2f");
+  });
+  row("timer work: advance() (ms)", [&](outcome& r) { return num(static_cast<double>(r.server_metrics.timer_work_ns) * 1e-6, "%.2f"); });
+  row("timer work: reset() (ms)", [&](outcome& r) { return num(r.reset_total_ns() * 1e-6, "%.2f"); });
+  row("heartbeats handled", [&](outcome& r) { return std::to_string(r.heartbeats); });
+  row("timer CPU per heartbeat (ns)", [&](outcome& r) {
+    const double total = static_cast<double>(r.server_metrics.timer_work_ns) + r.reset_total_ns();
+    return num(r.heartbeats == 0 ? 0.0 : total / static_cast<double>(r.heartbeats), "%.0f");
   });
   const std::string csv = examples::flag(argc, argv, "lateness-csv", "");
   if (!csv.empty()) {
@@ -303,5 +337,18 @@ int main(int argc, char** argv) {
   }
   std::printf("\n%s\n", ok ? "every silent connection was kicked, and no talking one"
                             : "MISMATCH: see the rows above");
+  if (results.size() == 2) {
+    const auto timer_ns = [](const outcome& r) { return static_cast<double>(r.server_metrics.timer_work_ns) + r.reset_total_ns(); };
+    const auto per_beat = [&](const outcome& r) { return r.heartbeats == 0 ? 0.0 : timer_ns(r) / static_cast<double>(r.heartbeats); };
+    const outcome& wheel = *results[0].second;
+    const outcome& heap = *results[1].second;
+    std::printf("\nTimer work is advance() (expiring, and the wheel's lazy re-filing of pushed deadlines) plus\n"
+                "reset() (where the heap sifts): per heartbeat the wheel spends %.2fx the heap's, and both\n"
+                "are small at %d connections (%.1f%% and %.1f%% of the server core's CPU). The wheel's point\n"
+                "is the scale where the heap is deep: the next phase runs the same job at 100,000 and\n"
+                "1,000,000 connections.\n",
+                per_beat(heap) > 0 ? per_beat(wheel) / per_beat(heap) : 0.0, cfg.connections,
+                100.0 * timer_ns(wheel) * 1e-9 / wheel.server_cpu_s, 100.0 * timer_ns(heap) * 1e-9 / heap.server_cpu_s);
+  }
   return ok ? 0 : 1;
 }
