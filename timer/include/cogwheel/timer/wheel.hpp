@@ -92,9 +92,8 @@ class timer_wheel {
 
   /// Removes n if it is pending (or due in the batch being fired). Returns whether it was; a
   /// second cancel, or a cancel after it fired, is a no-op returning false. O(1).
-  // Always inlined: it is small, and with file_now() inlined into the schedule paths GCC's budget
-  // left it out of line in a schedule-then-cancel loop (timer_bench's schedule_cancel: a call per
-  // cancel, its best runs ~0.4 ns slower).
+  // Always inlined: it is small and on every I/O timeout's path; left to the compiler's budget
+  // (with file_now() inlined into the schedule paths) it can become a call per cancel.
   [[gnu::always_inline]] bool cancel(timer_node& n) noexcept {
     switch (n.state_) {
       case timer_node::state::idle:
@@ -139,8 +138,8 @@ class timer_wheel {
   /// Precondition: not called from inside an expiry callback.
   std::size_t advance(clock::time_point now) {
     // Nothing can be due: O(1), and in time units, so that an event loop's many advance() calls
-    // with nothing to do cost one compare and no division by the tick (at 1e3 timers expiring
-    // 1 ms at a time, ~60 such calls per timer were 60% of its instructions). elapsed_ catches
+    // with nothing to do cost one compare and no division by the tick (a loop calls it far more
+    // often than a timer expires). elapsed_ catches
     // up with latest_ when the wheel next files or advances (catch_up()).
     const clock::rep ns = now.time_since_epoch().count();
     if (ns < fast_before_) {
@@ -157,10 +156,9 @@ class timer_wheel {
   /// earliest deadline or now(), whichever is later. nullopt when empty. O(1) (the value the last
   /// advance() or filing computed), O(levels) after a slot emptied.
   // Inline: the common case (nothing logged, staged or overdue, the next slot known) reads
-  // next_due_; the rest is out of line and returns a count, not an optional: GCC returned an
-  // out-of-line std::optional<time_point> through a stack temporary whose flag it stored as a
-  // byte and reloaded as the upper word of the pair, a store that cannot forward to the load
-  // (timer_bench's next_deadline: 6.3-7.2 ns before, 2.8-5.1 after, the heap's 0.8; Zen 4 guest).
+  // next_due_; the rest is out of line and returns a count, not an optional: an out-of-line
+  // std::optional<time_point> comes back through a stack temporary whose flag is stored as a
+  // byte and reloaded as the upper word of the pair, a store that cannot forward to the load.
   std::optional<clock::time_point> next_deadline() const noexcept {
     if ((cancels_.count | staged_.count | overdue_.live) == 0 && next_due_known_) {
       if (next_due_ == ~tick_t{0}) return std::nullopt;
@@ -178,8 +176,8 @@ class timer_wheel {
   /// called from an expiry callback.
   const char* invariant_violation() const noexcept;
 
-  /// Slots holding fewer timers than this are not visited early (re-filing 512 at once costs
-  /// ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
+  /// Slots holding fewer timers than this are not visited early (a visit re-files a slot's
+  /// timers at once: worth it only for a crowded slot); tests lower it so that small wheels take the visiting paths too. Default 512.
   /// (0 counts as 1.) O(slots).
   void set_visit_min_live(std::uint32_t n) noexcept;
 
@@ -250,27 +248,24 @@ class timer_wheel {
 
   // reschedule() other than a lazy push: cancel and queue again. Out of line so that reschedule()
   // stays small enough to inline: its common case, a later deadline, is the one store above
-  // (with cancel() and the filing inlined here, GCC stopped inlining reschedule() into a loop of
-  // later deadlines, reschedule_later 1.35-1.45x slower).
+  // (with cancel() and the filing inlined into it, reschedule() grows past the inliner's budget).
   [[gnu::noinline]] void reschedule_slow(timer_node& n, tick_t t) {
     cancel(n);
     enqueue(n, t);
   }
   // How reschedule() reaches reschedule_slow(): a cold function (one jump), so that in the
   // caller's loop that call's path is the rare one and its register saves go to the caller's
-  // cold section. With the plain call, GCC kept fewer of the caller's values in registers across
-  // it: reschedule_later reloaded N from the stack at every push (1.03-1.08x), and advance_max's
-  // heartbeats, the same instructions on the lazy path, took 1.15x (docs/timer.md, session 15).
+  // cold section (with a plain call the compiler keeps fewer of the caller's values in registers
+  // across it, and the caller's loop reloads them from the stack at every push).
   // reschedule_slow() itself is not cold, as GCC optimises a cold function for size.
   [[gnu::cold, gnu::noinline]] void reschedule_slow_cold(timer_node& n, tick_t t) { reschedule_slow(n, t); }
 
   // Queues idle n for tick t: staged, unless n is the node cancelled last from a filed slot (a
   // timeout replaced: replace()). That compare is the only test a schedule pays for the choice:
   // schedule-then-cancel (the runtime's I/O timeout) cancels a staged node (unstage()), which
-  // never sets last_unlinked_, so it always stages and pays nothing more (session 12's test of
-  // a size or a run on this path made it 1.05-1.20x slower; docs/timer.md, session 14).
-  // (replace() does not read size_: with it, GCC kept size_ in a register across the compare,
-  // a load, add and store on the staging path instead of one add to memory.)
+  // never sets last_unlinked_, so it always stages and pays nothing more (no test of the size
+  // or of a run here: this is the path every I/O timeout takes). replace() does not read size_,
+  // so the staging path keeps its one add to memory instead of a load, add and store.
   void enqueue(timer_node& n, tick_t t) {
     ++size_;
     if (reinterpret_cast<std::uintptr_t>(&n) == last_unlinked_ && replace(n, t)) return;
@@ -319,8 +314,7 @@ class timer_wheel {
     const auto d = static_cast<std::uint64_t>(scale_.tick().count());
     if (t == 0) return std::numeric_limits<clock::rep>::min();
     // t * d > max exactly when t > max / d; a multiply with an overflow flag instead of that
-    // division (a 64-bit divide, tens of cycles, paid by every advance() that leaves the O(1)
-    // path: a tenth of the time per timer of a small wheel expiring one timer at a time).
+    // division (a 64-bit divide is slow, and every advance() that leaves the O(1) path pays it).
     std::uint64_t product;
     if (__builtin_mul_overflow(t, d, &product) || product > static_cast<std::uint64_t>(max)) return max;
     return static_cast<clock::rep>(product);
@@ -346,8 +340,7 @@ class timer_wheel {
   // Slot `id`: an index into its level's array (the overdue list is level level_count's only
   // slot). Precondition: the level's array exists (it does for every id a node or a bit names).
   // Through level_base_, a level's array address less its first id's offset, so that the id is
-  // the index as it is (a cancel, a filing and a logged cancel each look a slot up: masking the
-  // id cost churn ~2 instructions a lookup).
+  // the index as it is (a cancel, a filing and a logged cancel each look a slot up: no mask).
   slot& slot_at(std::uint16_t id) noexcept {
     return *reinterpret_cast<slot*>(level_base_[id >> detail::slot_bits] + std::uintptr_t{id} * sizeof(slot));
   }
@@ -394,9 +387,8 @@ class timer_wheel {
 
   // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
   // after elapsed_. The common case (append_moved()) is inline here; anything else takes file().
-  // At a million timers this runs about once per two heartbeats of an idle connection, so its
-  // instructions are most of what a heartbeat costs the wheel (docs/timer.md, "Idle deadlines at
-  // scale"); visit() places most of its nodes without it.
+  // With idle connections pushing their deadlines later, this is most of what a heartbeat costs
+  // the wheel (docs/timer.md, "Lazy reschedule"); visit() places most of its nodes without it.
   void refile(timer_node& n) {
     const tick_t t = n.tick_;
     assert(t > elapsed_);

@@ -38,11 +38,11 @@ inline bool timer_wheel::replace(timer_node& n, tick_t t) {
 // means nothing). The overdue list's due is always ~0 and no deadline tick reaches it
 // (deadline_tick() < 2^63), so nothing is put back there.
 // What it saves is the log's hole write into a random entry (a cache miss at a million
-// timers), the staging and the filing: churn at 1e6 ~0.8x the time. What it costs is a branch
-// that in churn (a random timer cancelled, scheduled again at a random deadline) is a coin
-// flip: below requeue_min_size_ pending timers, where entries are in cache, the mispredicts
-// cost more than the ~90 instructions saved (docs/timer.md, session 13), so small wheels
-// file at once instead (replace()). (Without the branch, selecting both outcomes' writes, the counts depend on the
+// timers), the staging and the filing. What it costs is a branch that in churn (a random timer
+// cancelled, scheduled again at a random deadline) is a coin flip: below requeue_min_size_
+// pending timers, where entries are in cache, the mispredicts cost more than the work saved,
+// so small wheels file at once instead (replace(); docs/timer.md, "Replaced timeouts").
+// (Without the branch, selecting both outcomes' writes, the counts depend on the
 // node's load and serialise the misses: slower at every size.)
 inline bool timer_wheel::requeue(timer_node& n, tick_t t) noexcept {
   const detail::cancelled_entry c = cancels_.entries[cancels_.count - 1];
