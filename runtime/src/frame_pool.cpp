@@ -396,8 +396,8 @@ std::size_t size_class(std::size_t n) noexcept { return n == 0 ? 0 : (n - 1) / g
 }  // namespace
 
 // The fast paths are leaves: one thread_local load, the free list, the chunk's live count, no
-// call and no register saved (runtime_bench resume/task: bench/README.md, "resume/task, session
-// 11"). A non-null current_pool means pooling is on, so a small frame is a pool block.
+// call and no register saved (runtime_bench resume/task: bench/README.md, "Frame pools give
+// memory back"). A non-null current_pool means pooling is on, so a small frame is a pool block.
 void* allocate_frame(std::size_t n) {
   frame_pool* pool = current_pool;
   if (pool != nullptr && n <= max_pooled_frame) [[likely]] {
