@@ -3,7 +3,7 @@
 # examples/load_client, by callgrind: instrumentation off through start-up and a 2 s warm-up run
 # of the client, on for one client run, off, dumped; the total divided by the client's round
 # trips. Deterministic enough to compare modes and builds on a shared machine where the CPU time
-# per round trip of bench/peers/echo_compare.sh swings by 50% (bench/README.md, issue 27 item 7).
+# per round trip of bench/peers/echo_compare.sh swings by 50% (bench/README.md, "Echo on epoll").
 #
 #   bash bench/peers/echo_callgrind.sh OUT_DIR LOAD_CLIENT SECONDS -- SERVER [ARGS...]
 #

@@ -52,13 +52,12 @@ struct server_config {
   // connection buffer more than a megabyte, so that a slow reader stalls no write).
   std::size_t send_buffer_bytes = 0;
   // How long a plain connection idle between requests waits in its coroutine frame before it
-  // parks (cogwheel::park(): a record of ~376 B instead of the frame; it comes back in a new
+  // parks (cogwheel::park(): a small record instead of the frame; it comes back in a new
   // frame when bytes arrive). Zero parks at once, negative never. TLS connections never park.
-  // 10 ms. A longer wait (100 ms was tried) spares a busy keep-alive client whose gap between
-  // requests passes 10 ms (wrk -c500 at 30k requests/s waits ~16 ms) a park per request (a new
-  // frame and a spawn, ~750 instructions), but a burst of connections going idle together then
-  // holds that many frames at once, and the frame pool keeps its peak: 807 B per idle
-  // connection at 10,000 against 245 B at 10 ms (bench/http/README.md, "Session 8").
+  // 10 ms. A longer wait spares a busy keep-alive client whose gap between requests is longer
+  // a park per request (a new frame and a spawn), but a burst of connections going idle together
+  // then holds that many frames at once, and the frame pool keeps its peak, so memory per idle
+  // connection grows (docs/http.md and bench/http/README.md have the sizes).
   clock::duration park_after = std::chrono::milliseconds(10);
 };
 

@@ -68,7 +68,7 @@ shared_response rebuild_fixed_response(fixed_response_cache& c, const server_con
 
 // The complete GET / response for cfg (head and body), as of the current second. Allocates
 // only when the second or the config changes. Inline up to the cache's check: every GET /
-// takes this path (a call each way was a quarter of its instructions).
+// takes this path, and a call each way would be a large share of its work.
 inline shared_response fixed_response(const server_config& cfg, connection_header how) {
   thread_local fixed_response_cache c;
   if (c.cfg == &cfg && c.body_bytes == cfg.body_bytes && c.second == std::time(nullptr)) [[likely]]

@@ -148,7 +148,7 @@ void park_connection(tcp_stream s, const server_config& cfg, server_stats& stats
 // the deadline of the scope it runs in, reset where each request's head starts and pushed out
 // while idle.
 //
-// Parked (issue 27; docs/http.md has the sizes): a plain connection idle between requests for
+// Parked (docs/http.md has the sizes): a plain connection idle between requests for
 // cfg.park_after leaves its frame: park() keeps the stream, a pooled read and a timer at the
 // keepalive expiry in a record of its own, and when the read ends (bytes, the client closing,
 // the keepalive timeout) serve() starts again in a new frame from `woke`, where it left off.

@@ -1,7 +1,7 @@
 // simple_head: a shortcut around http_parser for the request heads most clients send: a GET or
 // HEAD of a plain path, HTTP/1.1, CRLF line ends, and only headers that neither http_parser nor
-// the server acts on (Host, User-Agent, Accept, ...). http_parser takes about 1,300 instructions
-// for wrk's 41-byte head (a byte at a time, a callback per piece); this takes a few hundred.
+// the server acts on (Host, User-Agent, Accept, ...). http_parser walks a head a byte at a time
+// with a callback per piece; this scans it in a few tight loops, several times cheaper.
 //
 // The contract that keeps behaviour identical: simple_head() accepts a head only if http_parser
 // 2.9 (strict or not) parses it without error into a complete message with that method and

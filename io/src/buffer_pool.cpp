@@ -104,10 +104,8 @@ namespace {
 // order they were given back, so each buffer is read into again only after every other one
 // (1,024 reads later in the default pool): 4 KiB apart, every buffer's first line fell in the
 // same 1/64 of the L2's sets (the set index is address bits 6-16), far too few ways for them,
-// and the kernel's copy of each request into its buffer missed (bench/http/README.md,
-// "Session 13": 0.43 against 0.24 samples per 1,000 HTTP requests in _copy_to_iter, with
-// huge pages as well 0.15, the floor's own buffers 0.13). An odd number of lines apart, the
-// first lines walk every set.
+// and the kernel's copy of each request into its buffer missed (bench/http/README.md has the
+// profile). An odd number of lines apart, the first lines walk every set.
 std::uint32_t buffer_stride(std::uint32_t size) noexcept {
   constexpr std::uint32_t line = 64;
   const std::uint32_t rounded = (size + line - 1) / line * line;  // size <= 1 GiB (create())

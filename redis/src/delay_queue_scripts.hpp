@@ -61,8 +61,8 @@ enum key_index { k_due = 1, k_inflight, k_job, k_attempts, k_claims, k_dead, k_r
 // Job entries. KEYS[3] ({name}:job) maps an id to a stamp and the payload: the job's due time
 // as 16 decimal digits and ':' (17 bytes), then the payload's bytes. A claim reads a job's due
 // time with its payload in the one HMGET it makes anyway, and lists the due set without
-// WITHSCORES: Redis 7.0 formats every score it replies with snprintf("%.17g"), a quarter of
-// the claim's instructions per job (callgrind, bench/redis/claim_cachegrind.py).
+// WITHSCORES: Redis 7.0 formats every score it replies with snprintf("%.17g"), a large share
+// of the claim's work per job (bench/redis/claim_cachegrind.py measures it).
 // Invariant: a job's stamp is its score in {name}:due whenever it is there, so whatever files a
 // job at another time than its stamp restamps it (`restamp`: reschedule, retry, expiry,
 // requeue; a hand-back files it at its stamp). `stamped(at, payload)` clamps the stamp to
@@ -179,8 +179,8 @@ return n
 // Calls `cmd key args...` over a list, 30 arguments per call: one command per batch instead of
 // one per job is most of the claim's and ack's cost, and the script engine reuses the argument
 // objects of a call's first 32 arguments (command and key included) but allocates and frees one
-// for each beyond (callgrind: 3.3% fewer redis-server instructions per job than a few thousand
-// per call; the claim's HMGET stays one call: merging its parts cost more than that saved).
+// for each beyond (so 30 per call costs Redis less than a few thousand per call; the claim's
+// HMGET stays one call: merging its parts cost more than that saved).
 #define COGWHEEL_REDIS_LUA_BULK                                                 \
   "local function bulk(cmd, key, list)\n"                                       \
   "  for i = 1, #list, 30 do\n"                                               \

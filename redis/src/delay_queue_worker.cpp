@@ -50,8 +50,8 @@ constexpr std::size_t max_reason_bytes = 4096;
 
 // Jobs one claim takes at most, whatever the worker's free slots: the claim passes their ids to
 // one HMGET (Lua's unpack stops at ~8,000 values: a larger claim failed every time, and the
-// worker retried it forever), and a script holds the whole server while it runs (2,000 jobs from
-// a standing backlog took 2.4 ms at the median and up to 33 ms in delay_queue_bench --backlog).
+// worker retried it forever), and a script holds the whole server while it runs, so a claim of
+// thousands of jobs stalls every other client (delay_queue_bench --backlog, bench/redis/README.md).
 // A worker with more free slots claims again at once (the script says more may be due).
 constexpr unsigned max_claim_jobs = 512;
 
@@ -63,10 +63,8 @@ constexpr unsigned claim_record_jobs = 128;
 // With a lookahead L, a job is claimed at least claim_ahead(L) - L/8 (the largest jitter) before
 // it is due: the worker claims again when L - claim_ahead(L) of it is used up, or claim_ahead(L)
 // before the next due job, whichever is later, plus its own jitter of 0 to L/8. So a worker
-// claims every 3L/4 to 7L/8 (n workers: about n / (0.8 L) claims per second). Claiming at
-// half of L plus up to L/4, as before, took about 1.3 times as many claims, and in
-// delay_queue_bench it cost Redis 1.24 times the 100 ms poller's CPU per job against 1.07
-// this way (bench/redis/README.md): a claim costs Redis more than its jobs' share.
+// claims every 3L/4 to 7L/8 (n workers: about n / (0.8 L) claims per second). Fewer, larger
+// claims: a claim costs Redis more than its jobs' share (bench/redis/README.md).
 constexpr std::int64_t claim_ahead(std::int64_t lookahead) noexcept { return lookahead / 4; }
 constexpr std::int64_t max_jitter(std::int64_t lookahead) noexcept { return lookahead / 8; }
 static_assert(claim_ahead(200) - max_jitter(200) == 25, "a job due is claimed at least L/8 ahead");
@@ -157,8 +155,8 @@ void delay_queue::wake() noexcept { detail::wake(idle_); }
 
 // A job ended: work() needs to know when it drains, or when it waits for free slots and a
 // quarter of them (at least one) are free; otherwise its sleep stands. Waking it at each free
-// slot would cost a claim script per job whenever more is due than the worker may hold (with
-// delay_queue_bench's 1 s lookahead at concurrency 1000: 70 us of Redis CPU per job, not 10).
+// slot would cost a claim script per job whenever more is due than the worker may hold, several
+// times the Redis CPU per job.
 void delay_queue::finished() noexcept {
   if (stopping_) detail::wake(ack_idle_);
   const unsigned refill = std::max(1u, o_.concurrency / 4);

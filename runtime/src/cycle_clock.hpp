@@ -1,6 +1,5 @@
-// cycle_clock: the processor's cycle counter, far cheaper than the clock (clock_gettime
-// measured 20+ ns on a KVM guest, the bulk of an iteration that only resumes a yielding task),
-// and its conversion to nanoseconds for the loop's phase timings. Where there is no counter
+// cycle_clock: the processor's cycle counter, far cheaper than the clock (on a virtual machine
+// clock_gettime can cost more than an iteration that only resumes a yielding task), and its conversion to nanoseconds for the loop's phase timings. Where there is no counter
 // (not x86), cycles() is the steady clock in nanoseconds.
 #pragma once
 

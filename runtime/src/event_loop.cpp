@@ -133,8 +133,8 @@ void event_loop::run_once() {
 }
 
 void event_loop::run_once_timed() {
-  // The same steps as run_once, between cycle-counter readings (~8-24 ns each on a KVM guest,
-  // against ~55 for the clock). Every iteration: its busy time (one reading, at its end: its
+  // The same steps as run_once, between cycle-counter readings (cheaper than the clock, but not
+  // free next to a hot iteration). Every iteration: its busy time (one reading, at its end: its
   // start is the previous one's end, which run_until sets before the first) and the stall
   // detector. The phases cost two or three readings more, so an iteration that follows one
   // that skipped the kernel (the hot path: work ready, nothing to ask the kernel) times them

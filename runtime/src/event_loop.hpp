@@ -44,10 +44,10 @@ namespace cogwheel::detail {
 
 // A spawned (detached) task: its frame, its link in its loop's list and the ready node that
 // starts it in its place in the ready queue, all that spawn() allocates besides the task's own
-// frame (72 B; a connection per spawned task pays it once). Owned by the loop from
-// adopt_spawned() until the task finishes (finish_spawned) or the loop destroys it at shutdown;
-// allocated with new (from the frame pools it measured ~4% slower per resumed sleeper at 1M:
-// runtime_bench sleepers_expire/wheel/1000000, 12 alternating runs, 159 against 153 ns).
+// frame (a connection per spawned task pays it once). Owned by the loop from adopt_spawned()
+// until the task finishes (finish_spawned) or the loop destroys it at shutdown; allocated with
+// new, not from the frame pools: records among the frames leave fewer frames per page for the
+// resumes that walk them (runtime_bench sleepers_expire, bench/README.md).
 struct spawned_link : list_link {
   std::coroutine_handle<> frame;
   ready_node start;
@@ -211,8 +211,8 @@ class event_loop {
   bool timed_;
   std::uint64_t q32_ = 0;
   // The cycle counter when the last timed iteration ended (or run_until began): the next
-  // iteration's start, so a hot-path iteration reads the counter once (a read costs 8-24 ns on
-  // a KVM guest, where the loop's cheapest iteration is ~45 ns).
+  // iteration's start, so a hot-path iteration reads the counter once (a read is not free next
+  // to the loop's cheapest iteration).
   std::uint64_t last_cycles_ = 0;
   // Hot-path iterations time their phases 1 in this many (see run_once_timed).
   static constexpr std::uint64_t phase_sample_every = 16;

@@ -31,9 +31,9 @@ constexpr bool sanitized = false;
 constexpr std::size_t chunk_bytes = std::size_t{2} << 20;  // one transparent huge page
 constexpr std::size_t granule = 16;                         // block sizes: multiples of 16
 constexpr std::size_t classes = max_pooled_frame / granule;
-// The owner, then runs from 16 bytes past a line boundary, where malloc's blocks start: with
-// runs on line boundaries runtime_bench's resume/yield (one frame, metrics on) measured 70 ns
-// against 51 (the cause was not found; the sleepers row was the same either way).
+// The owner, then runs from 16 bytes past a line boundary, where malloc's blocks start: runs on
+// line boundaries made runtime_bench's resume/yield markedly slower (cause not found; the
+// sleepers row was the same either way).
 constexpr std::size_t chunk_header = 80;
 constexpr std::size_t run_blocks = 32;  // blocks per run: at most 64 KiB (32 x 2 KiB) of a chunk
 
@@ -396,8 +396,8 @@ std::size_t size_class(std::size_t n) noexcept { return n == 0 ? 0 : (n - 1) / g
 }  // namespace
 
 // The fast paths are leaves: one thread_local load, the free list, the chunk's live count, no
-// call and no register saved (runtime_bench resume/task: bench/README.md, "resume/task, session
-// 11"). A non-null current_pool means pooling is on, so a small frame is a pool block.
+// call and no register saved (runtime_bench resume/task: bench/README.md, "Frame pools give
+// memory back"). A non-null current_pool means pooling is on, so a small frame is a pool block.
 void* allocate_frame(std::size_t n) {
   frame_pool* pool = current_pool;
   if (pool != nullptr && n <= max_pooled_frame) [[likely]] {
@@ -424,7 +424,7 @@ std::int64_t frame_pool_idle() noexcept {
   // precise clock the loop sleeps on: a loop woken exactly when the coarse clock would say the
   // epoch is due reads a clock still short of it, and asked to sleep that shortfall again,
   // comes back before the tick and reads the same shortfall, waking once every few µs until
-  // the tick (443 wake-ups in 200 ms, seen). So the sleep asked for is one tick longer: the
+  // the tick (hundreds of wake-ups per epoch). So the sleep asked for is one tick longer: the
   // coarse clock has passed the due time when the loop wakes.
   static const std::int64_t coarse_tick = [] {
     timespec r{};

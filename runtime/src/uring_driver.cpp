@@ -27,8 +27,9 @@ std::unique_ptr<uring_driver> uring_driver::try_create(const runtime_options& op
   std::unique_ptr<uring_driver> d(new uring_driver(stats, set_aside));
   const unsigned sq = ring_size(options.sq_entries == 0 ? 1 : options.sq_entries);
   const unsigned cq = options.cq_entries == 0 ? 4 * sq : ring_size(options.cq_entries);
-  // Preferred set-up first (one issuer, task work deferred to our own io_uring_enter: measured
-  // cheaper per completion), then fallbacks for older kernels.
+  // Preferred set-up first (one issuer, task work deferred to our own io_uring_enter: the kernel
+  // runs completions' task work only when we enter, not by interrupting us), then fallbacks for
+  // older kernels.
   const unsigned attempts[] = {
       IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
       IORING_SETUP_COOP_TASKRUN,
@@ -147,8 +148,8 @@ void uring_driver::wait(std::int64_t timeout_ns, std::vector<completion>& out) {
   int r;
   ++stats_.syscalls;
   if (timeout_ns == 0) {
-    // Not a wait with a zero timeout: the kernel arms a timer for that too, which measured
-    // ~15 us per call on 6.18 (every yield() paid it). Submitting with GETEVENTS runs the
+    // Not a wait with a zero timeout: the kernel arms a timer for that too, a cost every yield()
+    // would pay. Submitting with GETEVENTS runs the
     // deferred task work and flushes overflow just the same, and returns at once.
     r = io_uring_submit_and_get_events(&ring_);
   } else if (timeout_ns < 0) {
@@ -186,7 +187,7 @@ void uring_driver::drain_cq(std::vector<completion>& out) {
 // --- provided buffers ---
 
 // Once per pooled buffer given back. A plain loop: the groups are few (one per pool, usually
-// one), and std::find_if's unrolled-by-four search cost ~25 instructions to find the first.
+// one), and std::find_if's unrolled-by-four search does more work to find the first.
 uring_driver::buffer_ring* uring_driver::find_group(std::uint16_t group) noexcept {
   for (buffer_ring& b : buffer_rings_)
     if (b.group == group) return &b;

@@ -2,8 +2,8 @@
 // address); submissions and the wait are one io_uring_enter; completions are read from the CQ
 // (kernel-side overflow included) in one pass.
 //
-// Set-up prefers IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (measured cheaper per completion),
-// then falls back for older kernels.
+// Set-up prefers IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN (task work runs only inside our own
+// io_uring_enter), then falls back for older kernels.
 #pragma once
 
 #include <liburing.h>

@@ -130,6 +130,8 @@ clock::rep timer_wheel::next_deadline_count() const noexcept {
 // or loses an entry (only file() adds and advance() removes, and both flush first), and no one
 // reads a filed slot's entries (they may point at nodes already destroyed) or its live count. A
 // slot's live count still counts its logged nodes, so it reaches 0 at the last of them.
+// Restores I4 and I5 for the logged entries (holes, live counts, bits), empties the log (I6)
+// and clears last_unlinked_ (I7).
 void timer_wheel::flush_cancels() noexcept {
   for (std::uint32_t i = 0; i < cancels_.count; ++i) {
     const detail::cancelled_entry c = cancels_.entries[i];
@@ -155,6 +157,7 @@ void timer_wheel::file_now_woke(std::uint16_t id) noexcept {
   update_next_work();
 }
 
+// Keeps I3-I4 (an empty slot keeps nothing), I10 (next_due_ forgotten), I12 (forget_big()).
 void timer_wheel::release_slot(std::uint16_t id) noexcept {
   next_due_known_ = false;
   if (id < wheel_slots) forget_big(id / slots_per_level, slot_at(id));
@@ -163,6 +166,7 @@ void timer_wheel::release_slot(std::uint16_t id) noexcept {
     occupied_[id / slots_per_level] &= ~(std::uint64_t{1} << (id % slots_per_level));
 }
 
+// Empties the staging area (I8) into the slots (I1-I4); with `update`, restores I9-I11.
 void timer_wheel::file_staged(bool update) {
   catch_up();
   if (cancels_.count > 0) detail::cover([](detail::wheel_coverage& c) { ++c.cancel_flush_filing; });
@@ -174,6 +178,7 @@ void timer_wheel::file_staged(bool update) {
   if (update) update_next_work();
 }
 
+// Restores I9-I11 from the slots and visits.
 void timer_wheel::update_next_work(const std::optional<expiration>* known) noexcept {
   tick_t visit = ~tick_t{0};
   for (std::uint32_t m = big_levels_; m != 0; m &= m - 1) {
@@ -254,6 +259,7 @@ bool timer_wheel::mostly_pushed(slot& sl, tick_t end_tick) noexcept {
   return pushed > 0 && pushed * 4 >= seen;
 }
 
+// Keeps I2 (a node moves only to a later slot, re-filed by refile()) and I9 (next_visit_).
 void timer_wheel::visit(unsigned level) {
   constexpr std::uint64_t chunk_min = 64;
   const unsigned here = detail::slot_for(elapsed_, level);
@@ -386,6 +392,7 @@ void timer_wheel::visit(unsigned level) {
   v.cursor = static_cast<std::uint32_t>(stop);
 }
 
+// Keeps I1-I4 (each node fires into batch_, cascades or is re-filed; the slot is released).
 void timer_wheel::process(const expiration& e, tick_t now) {
   // Detach the slot first: re-filed nodes go to other slots (a node in [slot start, slot end)
   // lands on a lower level; one pushed later lands on a later slot), never back into this one.
@@ -397,8 +404,8 @@ void timer_wheel::process(const expiration& e, tick_t now) {
   elapsed_ = e.tick;
   const std::uint32_t count = scratch_.size;
   const slot& from = scratch_;  // not touched below until released
-  // Block by block, so an entry is one load from the block's array (indexing through the block
-  // table per entry cost ~8 instructions of ~25 per node). Nodes are fetched 64 entries ahead
+  // Block by block, so an entry is one load from the block's array (not a lookup through the
+  // block table per entry, a large share of the per-node work). Nodes are fetched 64 entries ahead
   // (into the next block near a block's end): each is a miss at a million timers. At 1e6 idle
   // connections this loop and visit()'s are where the wheel's share of a heartbeat goes.
   constexpr std::uint32_t ahead = 64;

@@ -1,4 +1,5 @@
 // timer_wheel::invariant_violation(): the wheel's invariants, checked rather than only stated.
+// The rules are numbered (I1-I12) at the top of wheel.hpp; each check below says which it is.
 // The differential tests call it after every batch of operations (every advance()), the fuzzer
 // after every advance() as well.
 #include <cogwheel/timer/wheel.hpp>
@@ -13,6 +14,7 @@ using detail::level_count;
 using detail::slots_per_level;
 
 const char* timer_wheel::invariant_violation() const noexcept {
+  // I12, I6 and I8's capacities: between calls.
   if (advancing_) return "checked from inside advance()";
   if (!batch_.empty()) return "the expiry batch is not empty between advances";
   if (scratch_.size != 0 || scratch_.live != 0 || scratch_.cap != 0)
@@ -20,7 +22,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
   if (cancels_.count >= detail::cancel_log::capacity)
     return "the cancel log is full and was not applied";
 
-  // Logged cancels: a filed slot's entry that still points at a node which has left (it may be
+  // I6. Logged cancels: a filed slot's entry that still points at a node which has left (it may be
   // destroyed already, so it is never dereferenced) and that its slot's live count still counts,
   // applied before anything files, advances or reads the slots again.
   std::vector<std::pair<std::uint16_t, std::uint32_t>> logged;
@@ -38,7 +40,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
   if (std::adjacent_find(logged.begin(), logged.end()) != logged.end())
     return "one slot entry was logged as cancelled twice";
 
-  for (unsigned level = 0; level < level_count; ++level) {
+  for (unsigned level = 0; level < level_count; ++level) {  // I12: the slots to visit
     unsigned big = 0;
     if (levels_[level] != nullptr)
       for (unsigned s = 0; s < slots_per_level; ++s) big += levels_[level][s].size >= visit_min_live_ ? 1 : 0;
@@ -56,7 +58,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
       continue;
     }
     slot& sl = const_cast<slot&>(slot_at(id));
-    // Arrays: one of 8..256 entries, else a table (a power of two of pointers) and its blocks.
+    // I3, I5. Arrays: one of 8..256 entries, else a table (a power of two of pointers) and its blocks.
     const std::uint32_t cap = sl.cap;
     if (cap != 0 && (cap < detail::first_entries_min ||
                      (cap <= detail::block_entries ? (cap & (cap - 1)) != 0 : cap % detail::block_entries != 0)))
@@ -79,12 +81,12 @@ const char* timer_wheel::invariant_violation() const noexcept {
     tick_t start = 0;
     tick_t due = 0;
     if (wheel_slot) {
-      const bool bit = (occupied_[level] >> index & 1) != 0;
+      const bool bit = (occupied_[level] >> index & 1) != 0;  // I4
       if (bit != (sl.live > 0)) return "an occupancy bit disagrees with its slot's live count";
       const unsigned ahead = detail::ring_ahead(elapsed_, level, index);
       start = detail::ring_start(elapsed_, level, ahead);
       if (sl.live > 0) {
-        // The own slot (ahead 0) may be occupied: elapsed_ is then inside its span, before its
+        // I3. The own slot (ahead 0) may be occupied: elapsed_ is then inside its span, before its
         // due tick. Every other occupied slot starts after elapsed_.
         if (ahead != 0 && start <= elapsed_) return "an occupied slot starts at or behind the wheel's time";
         due = sl.due;
@@ -104,7 +106,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
     const auto here = std::equal_range(logged.begin(), logged.end(), std::make_pair(id, 0u),
                                        [](const auto& a, const auto& b) { return a.first < b.first; });
 
-    // Holes: a stack threaded through the entries, every index in range, no cycle.
+    // I4. Holes: a stack threaded through the entries, every index in range, no cycle.
     std::uint32_t holes = 0;
     for (std::uint32_t h = sl.hole; h != detail::no_hole; h = detail::next_hole(sl.at(h))) {
       if (h >= sl.size) return "a hole index is out of range";
@@ -121,6 +123,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
       }
       ++pointers;
       if (std::binary_search(here.first, here.second, std::make_pair(id, i))) continue;
+      // I1, I2.
       if (n->state_ != timer_node::state::queued) return "a slot entry's node is not queued";
       if (n->slot_ != id || n->pos_ != i) return "a node's slot and index do not round-trip";
       if (wheel_slot) {
@@ -132,6 +135,7 @@ const char* timer_wheel::invariant_violation() const noexcept {
     if (hole_entries != holes) return "a hole is missing from its slot's hole stack";
     if (pointers != sl.live) return "a slot's live count disagrees with its entries (logged cancels included)";
   }
+  // I8, I1 for staged nodes.
   if (staged_.count >= detail::staging_area::capacity)
     return "the staging area is full and was not filed";
   for (std::uint32_t i = 0; i < staged_.count; ++i) {
@@ -140,13 +144,13 @@ const char* timer_wheel::invariant_violation() const noexcept {
       return "a staged node's state, slot or index does not round-trip";
     if (n->tick_ < staged_.min) return "a staged deadline is below the staging bound";
   }
-  live_total += staged_.count;
+  live_total += staged_.count;  // I5
   live_total -= cancels_.count;  // counted in their slots' live counts until the flush
   if (live_total != size_) return "size() disagrees with the slots' live counts";
   if (pool_.allocated() != blocks_in_use + pool_.free_count())
     return "the block pool lost or duplicated a block";
 
-  // The O(1) path of advance() compares times with fast_before_, the first instant of next_work_.
+  // I9. The O(1) path of advance() compares times with fast_before_, the first instant of next_work_.
   if (fast_limit_ != first_instant(next_work_)) return "fast_limit_ is not next_work_'s first instant";
   if (fast_before_ > fast_limit_) return "fast_before_ is above fast_limit_";
   if (fast_before_ > first_instant(staged_.min))
@@ -158,9 +162,10 @@ const char* timer_wheel::invariant_violation() const noexcept {
     return "a timer is overdue but advance() would take the O(1) path";
   if (earliest_start && next_work_ > *earliest_start && staged_.count == 0)
     return "advance() would skip a slot that comes due";
+  // I10.
   if (next_due_known_ && earliest_start && next_due_ > *earliest_start)
     return "next_deadline() would report a time after a slot comes due";
-  // file_now() files at or after file_now_from_ without recomputing any bound: it must lower none.
+  // I11. file_now() files at or after file_now_from_ without recomputing any bound: it must lower none.
   if (file_now_from_ <= elapsed_) return "a replaced timeout could be filed at or behind the wheel's time";
   if (file_now_from_ < next_work_) return "a replaced timeout could be filed before next_work_";
   if (next_due_known_ && file_now_from_ < next_due_)

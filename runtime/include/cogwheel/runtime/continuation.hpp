@@ -44,7 +44,7 @@ class continuation {
  private:
   // Two words, not three: a coroutine's frame address and a callback's context share one
   // (fn_ null: state_ is the frame, or null for none). Every awaiter that keeps a
-  // continuation is a frame's worth of bytes (a million sleepers' frames: issue 27 item 4).
+  // continuation carries it in its frame, and at a million sleepers frame bytes are memory.
   callback fn_ = nullptr;
   void* state_ = nullptr;
 };

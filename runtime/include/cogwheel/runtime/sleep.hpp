@@ -58,8 +58,8 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
 
  private:
   // Frame lines fetched when the timer fires: a small coroutine's frame whole (a frame of up to
-  // ~400 bytes at any 16-byte offset spans 7 lines; the benchmark's sleeper is 248 bytes, and
-  // fewer lines measured no better when it was 296-352).
+  // ~400 bytes at any 16-byte offset spans 7 lines; prefetching fewer lines gains nothing
+  // for frames that small).
   static constexpr int frame_lines = 7;
 
   static void on_expire(timer::timer_node& n) noexcept {
@@ -83,7 +83,7 @@ class sleep_operation : public operation<sleep_operation>, private timer::timer_
 };
 
 // Every sleeping coroutine's frame holds one (or, awaited in turn, one per co_await): at a
-// million sleepers its bytes are what resuming them fetches from memory (issue 27 item 4).
+// million sleepers its bytes are what resuming them fetches from memory.
 static_assert(sizeof(void*) != 8 || sizeof(sleep_operation) <= 64, "sleep_operation grew past 64 bytes");
 
 /// Sleeps for d counted from now. d <= 0 completes at the next loop iteration; a d so large that

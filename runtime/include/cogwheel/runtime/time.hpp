@@ -24,7 +24,7 @@ clock::time_point now() noexcept;
 namespace detail {
 
 /// now + d without overflow: saturates at time_point::max() / min(). Inline: every sleep_for
-/// computes one (an out-of-line call was a tenth of a resumed sleeper's own instructions).
+/// computes one, and a call would be a noticeable share of a resumed sleeper's own work.
 inline clock::time_point saturating_add(clock::time_point now, clock::duration d) noexcept {
   clock::rep sum;
   if (__builtin_add_overflow(now.time_since_epoch().count(), d.count(), &sum))

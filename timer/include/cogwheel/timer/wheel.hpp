@@ -1,54 +1,57 @@
 /// @file
 /// timer_wheel: a hierarchical timing wheel (11 levels of 64 slots, one occupancy bitmap word per
 /// level) with O(1) schedule, cancel and reschedule, and batched advance whose cost follows the
-/// occupied slots it visits and the timers it expires, never the ticks that elapsed.
-///
-/// Each level is a ring: a deadline sits at the lowest level where its slot is fewer than 64
-/// slots ahead of the wheel's own slot there (detail::ring_level), so a deadline 3 s ahead is
-/// always in a 64 ms slot, whether or not it crosses a 4,096 ms boundary. A slot comes due at
-/// the earliest deadline filed into it (entry_slot::due; a cancel or a lazy push leaves that
-/// earlier, never later), and then its nodes fire, move down a level, or, pushed later, move on.
-///
-/// Slots are arrays of node pointers rather than intrusive lists: a node knows its index, so
-/// cancel touches only the node and its own entry, never list neighbours, which at a million
-/// timers is where a linked wheel spends its cache misses. A cancelled entry becomes a hole that
-/// the slot's next insert reuses (the holes form a stack threaded through the entries), so
-/// entries never move and no node's index is ever rewritten. A slot's entries live in one array
-/// of 8..256 entries, then in 2 KiB blocks, all from one pool per wheel (detail/entry_slot.hpp):
-/// a slot holds about what its entries need, no slot copies more than 2 KiB to grow, and a wheel
-/// in steady state allocates nothing. A level's 64 slot headers are allocated when a timer is
-/// first filed there (and kept), so the wheel object is ~5 KB and its memory follows the timers.
-///
-/// schedule() only stages a node, and files it later (detail/staging_area.hpp): a timeout
-/// scheduled and cancelled before then never touches a wheel slot.
-///
-/// A later deadline is applied lazily (the node stays in its slot). So that a high slot full of
-/// pushed-back idle deadlines is not re-filed in one advance() when it comes due, advance() also
-/// visits each level's next occupied slot a chunk at a time before it is due and re-files the
-/// nodes already pushed beyond it, pass after pass while pushed nodes remain (wheel.cpp,
-/// visit()); no single advance() then re-files more than a chunk, and an advance() with nothing
-/// due is O(1). Visits only ever move a node to a later slot: they change when work is done,
-/// never when a timer fires.
-///
-/// cancel() of a filed node touches only the node and a log, applied to the slots in a batch
-/// (detail/cancel_log.hpp).
-///
-/// A timeout replaced by a later one (cancel, then schedule of the same node, no other cancel
-/// between) goes back into the entry it left on wheels of >= 2^18 timers, as reschedule() with a
-/// later deadline leaves it: no staging, no hole, no filing (requeue()). On smaller wheels a
-/// replaced timeout is filed at once instead of staged (file_now()), unless its deadline lies
-/// before the next slot to come due. A timeout scheduled and cancelled is never either: it
-/// stays the staging round trip.
-///
-/// advance() with nothing to do compares the time with one bound kept in clock units (the first
-/// instant of the next tick with work, or of the earliest staged deadline): no division by the
-/// tick; the wheel's own tick catches up when it next files or advances.
+/// occupied slots it visits and the timers it expires, never the ticks that elapsed. Each level
+/// is a ring (detail::ring_level); a slot is an array of node pointers whose cancelled entries
+/// become holes (detail/entry_slot.hpp), so entries never move; schedule() stages a node
+/// (detail/staging_area.hpp); cancel() of a filed node logs it (detail/cancel_log.hpp); a later
+/// deadline is applied lazily, and advance() visits crowded slots ahead of time (wheel.cpp,
+/// visit()) so that no advance() re-files more than a chunk. Why each of these, and what it
+/// costs: docs/timer.md.
 ///
 /// Precision (in ticks): a timer fires in the first advance(now) with now_tick >= deadline_tick,
 /// never earlier and never later. Deadlines at or before the wheel's time fire at the next
 /// advance. Time never goes backwards: advance to an earlier time is a no-op.
 ///
 /// Not thread-safe: one wheel belongs to one thread (one core's loop).
+//
+// The wheel's rules. Every method keeps them (each says which it touches: "keeps I4");
+// invariant_violation() (wheel_invariants.cpp) checks each, tagged with its number. "Filed":
+// in a wheel slot or the overdue list; "staged": in staged_; "logged": in cancels_.
+//  I1  A queued node is in one place, named by (slot_, pos_): slot_at(slot_).at(pos_) == &n when
+//      filed, staged_.nodes[pos_] == &n when slot_ == staged_slot. Filed entries never move (a
+//      cancel leaves a hole), so pos_ is written only when a node is placed. A due node is in
+//      batch_; an idle one nowhere (a logged node is idle though its entry still points at it).
+//  I2  A node filed in a wheel slot has elapsed_ < tick_, and tick_ is at or after the slot's
+//      start and its due. A lazy push only makes tick_ later. overdue_ holds nodes whose
+//      deadline was at or before elapsed_ when filed.
+//  I3  An occupied slot's due lies inside its span, after elapsed_, and at or before every
+//      live node's tick_. An empty slot keeps no arrays, entries or hole, and due == ~0; an
+//      occupied one keeps the fewest arrays that hold its entries (detail/entry_slot.hpp).
+//  I4  Occupancy bit (L, s) is set exactly when slot (L, s) has live > 0; live <= size; a slot's
+//      hole stack holds exactly its holes. A level with no slot headers has no bits.
+//  I5  size_ == sum of the slots' live + staged_.count - cancels_.count; each pool block is in
+//      exactly one slot or free in the pool.
+//  I6  A logged (slot, pos) names a distinct live entry of a filed slot (never staged) whose node
+//      is idle and still counted in live. The log is applied (flush_cancels()) before anything
+//      reads entries, live counts or bits: filing, advance, next_deadline(), pending_per_level(),
+//      destruction. count < capacity between calls.
+//  I7  last_unlinked_ is the address of the node whose cancel is the log's last entry, or 0:
+//      compared with addresses, never dereferenced; cleared by the flush and by requeue().
+//  I8  staged_.count < capacity between calls; staged_.min <= every staged tick_;
+//      fast_before_ <= first_instant(staged_.min).
+//  I9  While nothing is staged, next_work_ <= every occupied slot's due and every pending visit
+//      step (elapsed_ while a node is overdue). fast_limit_ == first_instant(next_work_);
+//      fast_before_ <= fast_limit_ (and I8); an O(1) advance() saw only times below fast_limit_.
+//      So advance(now) with now below fast_before_ has nothing to do.
+//  I10 While next_due_known_, next_due_ <= the due of the slot that comes due first; forgotten
+//      when a slot empties.
+//  I11 file_now_from_ > elapsed_, >= next_work_ and >= next_due_ (when known): a filing at or
+//      after it (file_now()) lowers no bound of I9-I10.
+//  I12 Between calls: batch_ and scratch_ are empty and advancing_ is false (no method runs
+//      inside an expiry callback); big_slots_[L] counts level L's slots of >= visit_min_live_
+//      entries and big_levels_ bit L (L >= 1) says it is non-zero.
+// I9-I11 are bounds: a cancel or a lazy push may leave them lower than exact, never higher.
 #pragma once
 
 #include <array>
@@ -85,6 +88,8 @@ class timer_wheel {
 
   /// Files n to fire at `deadline` (rounded up to a tick: never early), calling n's callback
   /// from the advance() that reaches it. Precondition: !n.scheduled(). O(1).
+  // Pre: n idle. Post: n queued (staged, or as a replaced timeout put back or filed), size_ + 1.
+  // Keeps I1, I5, I8 (enqueue()).
   void schedule(timer_node& n, clock::time_point deadline) {
     assert(!n.scheduled());
     enqueue(n, scale_.deadline_tick(deadline));
@@ -92,9 +97,10 @@ class timer_wheel {
 
   /// Removes n if it is pending (or due in the batch being fired). Returns whether it was; a
   /// second cancel, or a cancel after it fired, is a no-op returning false. O(1).
-  // Always inlined: it is small, and with file_now() inlined into the schedule paths GCC's budget
-  // left it out of line in a schedule-then-cancel loop (timer_bench's schedule_cancel: a call per
-  // cancel, its best runs ~0.4 ns slower).
+  // Always inlined: it is small and on every I/O timeout's path; left to the compiler's budget
+  // (with file_now() inlined into the schedule paths) it can become a call per cancel.
+  // Pre: none. Post: n idle; size_ - 1 if it was pending. Keeps I1 (unstage() moves the last
+  // staged node), I5, I6-I7 (unlink() logs), I12 (a due node leaves the batch).
   [[gnu::always_inline]] bool cancel(timer_node& n) noexcept {
     switch (n.state_) {
       case timer_node::state::idle:
@@ -116,6 +122,10 @@ class timer_wheel {
 
   /// Moves n's deadline (scheduling it if idle). O(1). A later deadline is applied lazily: the
   /// node stays in its slot, which comes due no later than the old deadline, and is re-filed then.
+  // Pre: none. Post: n queued with deadline tick t. A staged node keeps I8 (lower_min_staged());
+  // a filed node pushed later keeps I2 and I3 with no write but tick_ (t >= old tick_ >= its
+  // slot's start and due), and leaves I9-I11 lower than exact (allowed); anything else is a
+  // cancel and an enqueue (reschedule_slow()), which keep their own rules.
   void reschedule(timer_node& n, clock::time_point deadline) {
     const tick_t t = scale_.deadline_tick(deadline);
     if (n.state_ == timer_node::state::queued) {
@@ -137,10 +147,12 @@ class timer_wheel {
   /// one batch after the wheel is consistent again. Returns how many fired. Timers scheduled by
   /// those callbacks with a deadline at or before `now` fire at the next advance, not this one.
   /// Precondition: not called from inside an expiry callback.
+  // Pre: I12 (not from a callback). Post: the wheel's time is now; every node with tick_ <= now's
+  // tick fired. The O(1) path relies on I9; the slow path restores I1-I12 before it fires.
   std::size_t advance(clock::time_point now) {
     // Nothing can be due: O(1), and in time units, so that an event loop's many advance() calls
-    // with nothing to do cost one compare and no division by the tick (at 1e3 timers expiring
-    // 1 ms at a time, ~60 such calls per timer were 60% of its instructions). elapsed_ catches
+    // with nothing to do cost one compare and no division by the tick (a loop calls it far more
+    // often than a timer expires). elapsed_ catches
     // up with latest_ when the wheel next files or advances (catch_up()).
     const clock::rep ns = now.time_since_epoch().count();
     if (ns < fast_before_) {
@@ -157,10 +169,10 @@ class timer_wheel {
   /// earliest deadline or now(), whichever is later. nullopt when empty. O(1) (the value the last
   /// advance() or filing computed), O(levels) after a slot emptied.
   // Inline: the common case (nothing logged, staged or overdue, the next slot known) reads
-  // next_due_; the rest is out of line and returns a count, not an optional: GCC returned an
-  // out-of-line std::optional<time_point> through a stack temporary whose flag it stored as a
-  // byte and reloaded as the upper word of the pair, a store that cannot forward to the load
-  // (timer_bench's next_deadline: 6.3-7.2 ns before, 2.8-5.1 after, the heap's 0.8; Zen 4 guest).
+  // next_due_; the rest is out of line and returns a count, not an optional: an out-of-line
+  // std::optional<time_point> comes back through a stack temporary whose flag is stored as a
+  // byte and reloaded as the upper word of the pair, a store that cannot forward to the load.
+  // Reads I10 (inline) or applies the log first (I6).
   std::optional<clock::time_point> next_deadline() const noexcept {
     if ((cancels_.count | staged_.count | overdue_.live) == 0 && next_due_known_) {
       if (next_due_ == ~tick_t{0}) return std::nullopt;
@@ -178,8 +190,8 @@ class timer_wheel {
   /// called from an expiry callback.
   const char* invariant_violation() const noexcept;
 
-  /// Slots holding fewer timers than this are not visited early (re-filing 512 at once costs
-  /// ~10 us); tests lower it so that small wheels take the visiting paths too. Default 512.
+  /// Slots holding fewer timers than this are not visited early (a visit re-files a slot's
+  /// timers at once: worth it only for a crowded slot); tests lower it so that small wheels take the visiting paths too. Default 512.
   /// (0 counts as 1.) O(slots).
   void set_visit_min_live(std::uint32_t n) noexcept;
 
@@ -250,27 +262,25 @@ class timer_wheel {
 
   // reschedule() other than a lazy push: cancel and queue again. Out of line so that reschedule()
   // stays small enough to inline: its common case, a later deadline, is the one store above
-  // (with cancel() and the filing inlined here, GCC stopped inlining reschedule() into a loop of
-  // later deadlines, reschedule_later 1.35-1.45x slower).
+  // (with cancel() and the filing inlined into it, reschedule() grows past the inliner's budget).
   [[gnu::noinline]] void reschedule_slow(timer_node& n, tick_t t) {
     cancel(n);
     enqueue(n, t);
   }
   // How reschedule() reaches reschedule_slow(): a cold function (one jump), so that in the
   // caller's loop that call's path is the rare one and its register saves go to the caller's
-  // cold section. With the plain call, GCC kept fewer of the caller's values in registers across
-  // it: reschedule_later reloaded N from the stack at every push (1.03-1.08x), and advance_max's
-  // heartbeats, the same instructions on the lazy path, took 1.15x (docs/timer.md, session 15).
+  // cold section (with a plain call the compiler keeps fewer of the caller's values in registers
+  // across it, and the caller's loop reloads them from the stack at every push).
   // reschedule_slow() itself is not cold, as GCC optimises a cold function for size.
   [[gnu::cold, gnu::noinline]] void reschedule_slow_cold(timer_node& n, tick_t t) { reschedule_slow(n, t); }
 
   // Queues idle n for tick t: staged, unless n is the node cancelled last from a filed slot (a
   // timeout replaced: replace()). That compare is the only test a schedule pays for the choice:
   // schedule-then-cancel (the runtime's I/O timeout) cancels a staged node (unstage()), which
-  // never sets last_unlinked_, so it always stages and pays nothing more (session 12's test of
-  // a size or a run on this path made it 1.05-1.20x slower; docs/timer.md, session 14).
-  // (replace() does not read size_: with it, GCC kept size_ in a register across the compare,
-  // a load, add and store on the staging path instead of one add to memory.)
+  // never sets last_unlinked_, so it always stages and pays nothing more (no test of the size
+  // or of a run here: this is the path every I/O timeout takes). replace() does not read size_,
+  // so the staging path keeps its one add to memory instead of a load, add and store.
+  // Keeps I5 (size_), I7 (replace() reads it), I8 (stage()).
   void enqueue(timer_node& n, tick_t t) {
     ++size_;
     if (reinterpret_cast<std::uintptr_t>(&n) == last_unlinked_ && replace(n, t)) return;
@@ -286,7 +296,8 @@ class timer_wheel {
   // file_now()'s append woke slot `id`'s level (wheel.cpp).
   void file_now_woke(std::uint16_t id) noexcept;
 
-  // Staged nodes sit densely in staged_.nodes[0, staged_.count); n.pos_ is the index.
+  // Staged nodes sit densely in staged_.nodes[0, staged_.count); n.pos_ is the index. Keeps I1,
+  // I8 (a full area is filed at once).
   void stage(timer_node& n, tick_t t) {
     n.tick_ = t;
     if (t < staged_.min) lower_min_staged(t);
@@ -319,8 +330,7 @@ class timer_wheel {
     const auto d = static_cast<std::uint64_t>(scale_.tick().count());
     if (t == 0) return std::numeric_limits<clock::rep>::min();
     // t * d > max exactly when t > max / d; a multiply with an overflow flag instead of that
-    // division (a 64-bit divide, tens of cycles, paid by every advance() that leaves the O(1)
-    // path: a tenth of the time per timer of a small wheel expiring one timer at a time).
+    // division (a 64-bit divide is slow, and every advance() that leaves the O(1) path pays it).
     std::uint64_t product;
     if (__builtin_mul_overflow(t, d, &product) || product > static_cast<std::uint64_t>(max)) return max;
     return static_cast<clock::rep>(product);
@@ -328,7 +338,7 @@ class timer_wheel {
   // A staged deadline t below staged_.min: the advance() that reaches it must file the staged
   // nodes, so fast_before_ comes down to t's first instant. (Taken once per new least staged
   // deadline: after a filing, about log(staged) times.)
-  void lower_min_staged(tick_t t) noexcept {
+  void lower_min_staged(tick_t t) noexcept {  // keeps I8
     staged_.min = t;
     const clock::rep f = first_instant(t);
     if (f < fast_before_) fast_before_ = f;
@@ -346,8 +356,7 @@ class timer_wheel {
   // Slot `id`: an index into its level's array (the overdue list is level level_count's only
   // slot). Precondition: the level's array exists (it does for every id a node or a bit names).
   // Through level_base_, a level's array address less its first id's offset, so that the id is
-  // the index as it is (a cancel, a filing and a logged cancel each look a slot up: masking the
-  // id cost churn ~2 instructions a lookup).
+  // the index as it is (a cancel, a filing and a logged cancel each look a slot up: no mask).
   slot& slot_at(std::uint16_t id) noexcept {
     return *reinterpret_cast<slot*>(level_base_[id >> detail::slot_bits] + std::uintptr_t{id} * sizeof(slot));
   }
@@ -365,7 +374,7 @@ class timer_wheel {
 
   // The slot deadline t > elapsed_ maps to relative to elapsed_ (its level's array allocated at
   // the level's first use), with its due lowered to t and its occupancy bit set, for a node
-  // about to be added; its id in `id`. file() and file_now().
+  // about to be added; its id in `id`. file() and file_now(). Keeps I2, I3, I4.
   slot& slot_to_file(tick_t t, std::uint16_t& id) {
     const unsigned level = detail::ring_level(elapsed_, t);
     const unsigned s = detail::slot_for(t, level);
@@ -394,9 +403,8 @@ class timer_wheel {
 
   // Re-files a node advance() is moving (a cascade or a visit): its deadline n.tick_ lies
   // after elapsed_. The common case (append_moved()) is inline here; anything else takes file().
-  // At a million timers this runs about once per two heartbeats of an idle connection, so its
-  // instructions are most of what a heartbeat costs the wheel (docs/timer.md, "Idle deadlines at
-  // scale"); visit() places most of its nodes without it.
+  // With idle connections pushing their deadlines later, this is most of what a heartbeat costs
+  // the wheel (docs/timer.md, "Lazy reschedule"); visit() places most of its nodes without it.
   void refile(timer_node& n) {
     const tick_t t = n.tick_;
     assert(t > elapsed_);
@@ -413,6 +421,7 @@ class timer_wheel {
   // below the slot's capacity, and a slot with arrays has entries, so live nodes, so its bit is
   // set (invariants that invariant_violation() checks: an empty slot keeps no arrays; a slot
   // without live nodes keeps no entries; a bit is set exactly when its slot has live nodes).
+  // Keeps I1-I4.
   [[gnu::always_inline]] bool append_moved(slot& dest, std::uint16_t id, timer_node& n, tick_t t) noexcept {
     const std::uint32_t i = dest.try_append(&n, visit_min_live_);
     if (i == detail::no_hole) return false;
@@ -426,7 +435,7 @@ class timer_wheel {
   // A slot whose entries (live and holes) just reached visit_min_live_ wakes its level's
   // visits: the visit of a slot with fewer entries sleeps until the slot comes due (visit()),
   // as it cannot hold that many live nodes without appending. Only appends check the size.
-  void wake_visits(std::uint16_t id) noexcept {
+  void wake_visits(std::uint16_t id) noexcept {  // keeps I12
     if (id < wheel_slots) {
       const unsigned level = id / detail::slots_per_level;
       visits_[level].next_tick = 0;
@@ -439,7 +448,7 @@ class timer_wheel {
     if (sl.size >= visit_min_live_ && --big_slots_[level] == 0) big_levels_ &= ~(1u << level);
   }
 
-  // Adds n to slot `sl`, whose id is `id`.
+  // Adds n to slot `sl`, whose id is `id`. Keeps I1 (pos_ set once), I4 (the hole stack).
   void add_to(slot& sl, std::uint16_t id, timer_node& n) {
     n.state_ = timer_node::state::queued;
     n.slot_ = id;
@@ -451,6 +460,7 @@ class timer_wheel {
   // runs before anything reads them (filing, advance, next_deadline(), destruction). The node's
   // load is the miss of a cancel at a million timers; what follows it here is what keeps fewer
   // of the next cancels' misses in flight, so the slot header's update waits for the flush.
+  // Keeps I6 (a full log is applied at once) and I7.
   void unlink(timer_node& n) noexcept {
     assert(n.pos_ < slot_at(n.slot_).size && slot_at(n.slot_).at(n.pos_) == &n);
     n.state_ = timer_node::state::idle;
@@ -465,7 +475,7 @@ class timer_wheel {
   // Applies the logged cancels (wheel.cpp). Out of line, as release_slot(): cancel() stays
   // small enough to be inlined into its callers, and both run rarely (a flush per 256 cancels,
   // a release when a slot empties).
-  void flush_cancels() noexcept;
+  void flush_cancels() noexcept;  // restores I4-I6 (and clears I7)
   // flush_cancels() for the const queries that read slots (next_deadline(), pending_per_level()):
   // the log is not part of the wheel's observable state, so applying it changes no answer but
   // theirs, which it makes exact again.
@@ -473,9 +483,10 @@ class timer_wheel {
     if (cancels_.count != 0) const_cast<timer_wheel*>(this)->flush_cancels();
   }
   // Empties slot `id` (its last live node left) and clears its occupancy bit.
-  void release_slot(std::uint16_t id) noexcept;
+  void release_slot(std::uint16_t id) noexcept;  // keeps I3, I4, I10 (forgets next_due_)
 
   // Takes a staged node out: the last staged node (hot: it was just staged) fills its place.
+  // Keeps I1; staged_.min stays a lower bound (I8).
   void unstage(timer_node& n) noexcept {
     assert(n.pos_ < staged_.count && staged_.nodes[n.pos_] == &n);
     n.state_ = timer_node::state::idle;

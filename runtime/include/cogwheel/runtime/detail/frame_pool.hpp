@@ -1,8 +1,8 @@
 // Where task frames live: per-thread pools of fixed-size blocks carved from 2 MiB chunks that
 // the kernel is asked to back with transparent huge pages (madvise). A million sleeping tasks'
 // frames are ~350 MB; from malloc on 4 KiB pages, resuming them in deadline order (random in
-// memory) took a TLB miss and a page walk per frame, the largest share of a resumed sleeper's
-// cost (issue 27 item 4: runtime_bench's sleepers_expire row, 40% less with huge pages).
+// memory) takes a TLB miss and a page walk per frame, the largest share of a resumed sleeper's
+// cost (bench/README.md, runtime_bench sleepers_expire, has the figures).
 //
 // Invariants:
 //  - Frames of at most max_pooled_frame bytes come from a pool; larger ones from ::operator new.

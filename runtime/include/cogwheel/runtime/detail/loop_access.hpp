@@ -25,7 +25,7 @@ class event_loop;
 
 // The loop the calling thread runs, nullptr when none: set by the loop's constructor, cleared by
 // its shutdown(), read here inline. constinit: no TLS init function and no guard, so a read is
-// one %fs load where a call into runtime/src was ~10 instructions, taken several times per I/O
+// one %fs load instead of a call into runtime/src, and it is taken several times per I/O
 // operation (a timed read: the race's timer, the operation's submit, the pool's check). An
 // inline variable of default visibility: one per thread across shared libraries too, as
 // deadline_refusals (detail/deadline_scope.hpp).

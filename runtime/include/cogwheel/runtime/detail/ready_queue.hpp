@@ -20,7 +20,7 @@ class ready_node;
 
 // A waiter's place in the loop's expired batch (ready_batch): what to run, and the links. A node
 // destroyed while queued unlinks itself. 32 bytes: a sleep holds one, so every sleeping
-// coroutine's frame does (issue 27 item 4); the batch keeps no count, so its nodes need no way
+// coroutine's frame does, so its size is paid per sleeper; the batch keeps no count, so its nodes need no way
 // back to it.
 class batch_node : private list_link {
  public:

@@ -6,14 +6,14 @@
 /// applied in a batch before anything reads or adds slot entries or live counts again (filing,
 /// advance, next_deadline(), destruction). At a million timers the entry is a cache miss that
 /// depends on the node's own miss; batched, the misses overlap, and the cancel itself leaves
-/// few instructions between one node's miss and the next (docs/timer.md, session 12).
+/// few instructions between one node's miss and the next (docs/timer.md, "The cancel log").
 ///
 /// This is the log. The wheel appends to it (unlink()), applies it (flush_cancels()) and puts a
 /// replaced timeout back into its last entry (requeue(), with last_unlinked_, the wheel's member
 /// right after it). The fields are declared in the order, and at the place in timer_wheel, that
-/// they had as the wheel's own members, so the wheel's layout and its generated code are
-/// unchanged (as a member function here, the append compiled differently: docs/timer.md,
-/// "Session 15"). Not thread-safe: the wheel's thread.
+/// they had as the wheel's own members, so the wheel's layout is unchanged; the append stays
+/// in the wheel (unlink()), inlined into cancel(), not a member function here. Not thread-safe:
+/// the wheel's thread.
 #pragma once
 
 #include <array>

@@ -33,10 +33,10 @@ inline constexpr std::uint32_t first_entries_min = 8;  // the smallest array a s
 // 2^32 entries). Each class keeps its free arrays in a list threaded through their first word,
 // so giving an array back never allocates; but free 2 KiB blocks are listed inside free blocks
 // ("carriers": the next carrier, a count, then up to 254 free blocks' addresses), so that giving
-// back the ~400 blocks of a slot of 100,000 timers writes 2 carriers, not all its blocks (threaded
-// one by one, each block was a cache miss: a visit that emptied such a slot spent 13-21 us of one
-// advance() on that alone, the idle pattern's longest step). Keeps every array it ever
-// allocated until destroyed.
+// back the hundreds of blocks of a crowded slot writes a carrier per 254 blocks, not every block
+// (threaded one by one, each block would be a cache miss, and a visit that empties a crowded
+// slot gives them all back inside one advance()). Keeps every array it ever allocated until
+// destroyed.
 class block_pool {
  public:
   static constexpr unsigned pool_classes = 25;
@@ -153,8 +153,8 @@ inline std::uint32_t next_hole(const timer_node* hole) noexcept {
 // 40 bytes. cap is the entries the slot can hold without growing: 0 (no array), 8..256 (`first`
 // is the one array), or a multiple of 256 above it (`table` is an array of cap / 256 blocks, its
 // size the next power of two). Either way entry i is table[i / 256][i % 256]: with at most 256
-// entries, `table` points at `first`, so no access branches on the slot's size (a branch there
-// cost flush_cancels() ~3 instructions per cancel). Not copyable (table may point into it):
+// entries, `table` points at `first`, so no access branches on the slot's size (flush_cancels()
+// looks an entry up per cancel). Not copyable (table may point into it):
 // detach() moves.
 struct entry_slot {
   timer_node** first = nullptr;
@@ -185,7 +185,7 @@ struct entry_slot {
   // reuse, has room and the append does not make size equal to watch_size, appends n and
   // returns its index; otherwise changes nothing and returns no_hole (then use add()).
   // Separate from add(), whose hole-first order churn's filing needs: routing add() through it
-  // cost churn ~1.7 and expire at 1e3 ~40 instructions (timer_instructions).
+  // would put this path's extra test on every filing.
   std::uint32_t try_append(timer_node* n, std::uint32_t watch_size) noexcept {
     const std::uint32_t i = size;
     if (hole != no_hole || i == cap || i + 1 == watch_size) return no_hole;

@@ -18,6 +18,7 @@ namespace cogwheel::timer {
 // where entries are in cache and the cost is instructions: filed at once (file_now()), unless
 // t lies before file_now_from_, where a filing could lower a bound the O(1) advance() or
 // next_deadline() answers from; then it is staged. Returns false when it was neither.
+// Keeps I11 (files only at or after file_now_from_).
 inline bool timer_wheel::replace(timer_node& n, tick_t t) {
   if (put_back_) return requeue(n, t);
   if (t < file_now_from_) return false;
@@ -38,12 +39,14 @@ inline bool timer_wheel::replace(timer_node& n, tick_t t) {
 // means nothing). The overdue list's due is always ~0 and no deadline tick reaches it
 // (deadline_tick() < 2^63), so nothing is put back there.
 // What it saves is the log's hole write into a random entry (a cache miss at a million
-// timers), the staging and the filing: churn at 1e6 ~0.8x the time. What it costs is a branch
-// that in churn (a random timer cancelled, scheduled again at a random deadline) is a coin
-// flip: below requeue_min_size_ pending timers, where entries are in cache, the mispredicts
-// cost more than the ~90 instructions saved (docs/timer.md, session 13), so small wheels
-// file at once instead (replace()). (Without the branch, selecting both outcomes' writes, the counts depend on the
+// timers), the staging and the filing. What it costs is a branch that in churn (a random timer
+// cancelled, scheduled again at a random deadline) is a coin flip: below requeue_min_size_
+// pending timers, where entries are in cache, the mispredicts cost more than the work saved,
+// so small wheels file at once instead (replace(); docs/timer.md, "Replaced timeouts").
+// (Without the branch, selecting both outcomes' writes, the counts depend on the
 // node's load and serialise the misses: slower at every size.)
+// Keeps I1 (the entry points at n again), I2-I3 (t >= tick_ and >= the slot's due), I5-I7
+// (the log's last entry is dropped, last_unlinked_ cleared).
 inline bool timer_wheel::requeue(timer_node& n, tick_t t) noexcept {
   const detail::cancelled_entry c = cancels_.entries[cancels_.count - 1];
   if (t < n.tick_ || t < slot_at(c.slot).due) return false;
@@ -78,6 +81,7 @@ inline bool timer_wheel::requeue(timer_node& n, tick_t t) noexcept {
 //   next_work_ must come down to the visit (file_now_woke(): catch_up(), update_next_work()),
 //   as the filing of staged nodes does for them. Rare: appends, not hole reuse, and once per
 //   slot that grows past the threshold.
+// Keeps I1-I4, and I9-I11 unchanged (t >= file_now_from_), but for a visit woken (file_now_woke()).
 inline void timer_wheel::file_now(timer_node& n, tick_t t) {
   assert(t > elapsed_ && t >= next_work_);
   detail::cover([](detail::wheel_coverage& c) { ++c.filed_now; });

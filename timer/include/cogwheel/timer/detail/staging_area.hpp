@@ -9,9 +9,9 @@
 /// This is the array and its bound. The wheel stages and unstages (stage(), unstage(): they
 /// write the node's fields too), files the area (file_staged()) and keeps the O(1) advance()
 /// bound that `min` lowers. The fields are declared in the order, and at the place in
-/// timer_wheel, that they had as the wheel's own members, so the wheel's layout and its
-/// generated code are unchanged (as member functions here, stage and unstage compiled
-/// differently: docs/timer.md, "Session 15"). Not thread-safe: the wheel's thread.
+/// timer_wheel, that they had as the wheel's own members, so the wheel's layout is unchanged;
+/// stage and unstage stay in the wheel, not member functions here, so they inline into the
+/// wheel's schedule and cancel paths as before. Not thread-safe: the wheel's thread.
 #pragma once
 
 #include <array>
