@@ -262,6 +262,27 @@ TEST(happy_eyeballs_depth, a_thousand_black_holed_attempts_in_flight_stopped_on_
   EXPECT_EQ(open_descriptors(), before);
 }
 
+TEST(happy_eyeballs_depth, connects_whose_frames_are_destroyed_mid_race_leave_nothing_open) {
+  // Spawned, then left suspended when run() ends: the frame goes with up to 128 attempts in
+  // flight (each cancelled and waited for as it is destroyed), or before the first started.
+  black_hole hole;
+  if (!hole.ok()) GTEST_SKIP() << "no black hole on 0.0.0.0 here";
+  const temp_file hosts = many_hosts(128);
+  const int before = open_descriptors();
+  for (int after : {0, 1, 2, 64, 200}) {
+    on_small_stack([&] {
+      run([](std::uint16_t port, int after) -> task<> {
+        spawn([](std::uint16_t port) -> task<> {
+          (void)co_await tcp_stream::connect("many.test", port, {.attempt_delay = 1ms});
+          ADD_FAILURE() << "a black-holed connect ended";
+        }(port));
+        co_await sleep_for(std::chrono::milliseconds(after));
+      }(hole.port(), after), with_hosts(hosts, true));
+    });
+    EXPECT_EQ(open_descriptors(), before) << "destroyed after " << after << " ms";
+  }
+}
+
 TEST(happy_eyeballs_depth, a_name_server_giving_128_black_holed_addresses_cut_at_every_moment) {
   // 64 A (127.1.0.x) and 64 AAAA (::ffff:127.1.0.x, IPv4-mapped: the same loopback black hole),
   // answered 10 ms late (AAAA 20 ms), TTL 0 (never cached): connects are cut
