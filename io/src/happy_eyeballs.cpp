@@ -4,8 +4,8 @@
 //   - Addresses are tried in turn, alternating families, the preferred one first. If A comes
 //     first, IPv4 waits up to resolution_delay for AAAA (§3). Addresses arriving late join the
 //     queue.
-//   - Each attempt has attempt_delay alone; then the next starts beside it (§5). An attempt that
-//     fails starts the next at once.
+//   - Each attempt has attempt_delay alone; then the next starts beside it (§5). When the newest
+//     attempt fails, the next starts at once (an older one failing changes nothing).
 //   - The first connection wins; every other attempt is stopped and its socket closed before
 //     connect() returns. When all fail, the last connection error (or, with no address at all,
 //     the resolver's) is returned.
@@ -17,7 +17,7 @@
 // one address as for thousands, whether attempts are refused, fail inside start(), hang, or are
 // cut. A stop (a timeout or deadline scope around connect(), or the caller's caller stopped)
 // ends the loop's wait; the loop then cancels every attempt and waits, uncancellably, until
-// each has completed and its socket is closed.
+// each has completed and its socket is closed. A success that raced the stop is returned.
 #include <cogwheel/io/tcp.hpp>
 
 #include <sys/socket.h>
