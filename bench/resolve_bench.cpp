@@ -11,6 +11,10 @@
 //   connect/black_holed_ipv6/D tcp_stream::connect(name, port) where the name's IPv6 address
 //                             drops SYNs and its IPv4 one accepts, attempt_delay D ms: the time
 //                             to connect against D. connect/ipv4 is a plain connect for scale.
+//   connect/name_one_address   connect(name, port) to a hosts-file name with one address that
+//                             accepts: the common path of Happy Eyeballs (one attempt, wins).
+//   connect/name_refused_first the same with two addresses, the first refusing: a failure
+//                             starts the next attempt at once.
 //
 // Usage: resolve_bench [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 // Needs: dnsmasq (Debian's dnsmasq-base) on PATH or in /usr/sbin; run as any user. Without it
@@ -220,7 +224,8 @@ void BM_resolve_getaddrinfo(benchmark::State& state) {
 std::string hosts_file() {
   static const std::string path = [] {
     std::string p = "/tmp/cogwheel_resolve_bench_hosts_" + std::to_string(::getpid());
-    std::ofstream(p) << "::1 dual.bench\n127.0.0.1 dual.bench\n";
+    std::ofstream(p) << "::1 dual.bench\n127.0.0.1 dual.bench\n127.0.0.1 v4.bench\n127.0.0.2 refused_first.bench\n"
+                     << "127.0.0.1 refused_first.bench\n";
     return p;
   }();
   return path;
@@ -279,6 +284,11 @@ void BM_connect_black_holed_ipv6(benchmark::State& state) {
 
 void BM_connect_ipv4(benchmark::State& state) { connect_loop(state, "127.0.0.1", {}); }
 
+// Happy Eyeballs' common paths, by name from the hosts file: one address that accepts; and two,
+// the first refusing (127.0.0.2: the listener is on 127.0.0.1 only), so the second starts at once.
+void BM_connect_name_one_address(benchmark::State& state) { connect_loop(state, "v4.bench", {}); }
+void BM_connect_name_refused_first(benchmark::State& state) { connect_loop(state, "refused_first.bench", {}); }
+
 }  // namespace
 
 BENCHMARK(BM_resolve_cogwheel)->Name("resolve/cogwheel")->UseRealTime()->MinTime(1.0);
@@ -291,6 +301,9 @@ BENCHMARK(BM_connect_black_holed_ipv6)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_connect_ipv4)->Name("connect/ipv4")->Iterations(20)->UseRealTime()->Unit(benchmark::kMillisecond);
+// At most 2,000 connections a run: the listener never accepts, and its queue holds 4,096.
+BENCHMARK(BM_connect_name_one_address)->Name("connect/name_one_address")->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_connect_name_refused_first)->Name("connect/name_refused_first")->Iterations(2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
