@@ -108,7 +108,8 @@ class short_read : public testing::TestWithParam<read_case> {
   }
 
   // read_one, with how long it took. A read with no timeout that waits for an event that never
-  // comes is ended by the peer sending `unblock` after the timeout (then the text is wrong).
+  // comes is ended after the timeout by the peer sending `unblock` (then the text is wrong), or
+  // with no `unblock`, by closing s (then the read fails).
   task<result<std::string>> timed_read(tcp_stream& s, tcp_stream& peer, buffer_pool& pool, std::chrono::nanoseconds& took,
                                        std::string_view unblock) {
     std::optional<result<std::string>> got;
@@ -121,7 +122,10 @@ class short_read : public testing::TestWithParam<read_case> {
     };
     auto watchdog = [&]() -> task<void> {
       for (auto waited = 0ms; waited < timeout + 100ms && !done; waited += 10ms) co_await sleep_for(10ms);
-      if (!done) {
+      if (done) co_return;
+      if (unblock.empty()) {
+        s.close();  // the peer can send no more: end the read (it fails, cancelled)
+      } else {
         EXPECT_EQ(::send(peer.native_handle(), unblock.data(), unblock.size(), MSG_NOSIGNAL), std::ssize(unblock));
       }
     };
