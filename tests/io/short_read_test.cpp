@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -32,12 +33,17 @@ struct read_case {
   bool timed;  // with_timeout(read, 2s), or a read with no timeout
 };
 
-std::string case_name(const testing::TestParamInfo<read_case>& info) {
-  std::string name = info.param.backend == backend_kind::epoll ? "epoll" : "io_uring";
-  name += info.param.kind == read_kind::plain ? "_read" : info.param.kind == read_kind::pooled ? "_pooled" : "_shared_pool";
-  name += info.param.timed ? "_timed" : "_untimed";
+std::string name_of(const read_case& c) {
+  std::string name = c.backend == backend_kind::epoll ? "epoll" : "io_uring";
+  name += c.kind == read_kind::plain ? "_read" : c.kind == read_kind::pooled ? "_pooled" : "_shared_pool";
+  name += c.timed ? "_timed" : "_untimed";
   return name;
 }
+
+std::string case_name(const testing::TestParamInfo<read_case>& info) { return name_of(info.param); }
+
+// gtest prints a parameter it cannot print as its bytes, padding included.
+[[maybe_unused]] void PrintTo(const read_case& c, std::ostream* os) { *os << name_of(c); }
 
 // Sets COGWHEEL_BACKEND for one scope (it wins over runtime_options::backend, and CI sets it).
 class backend_variable {
