@@ -34,13 +34,6 @@ std::uint32_t readiness_for(const io_request& req) noexcept {
 
 int result_of(long r) noexcept { return r < 0 ? -errno : static_cast<int>(r); }
 
-// A read whose result tells whether it emptied the socket's input: tcp_stream's recv and
-// recv_pooled, without MSG_PEEK (which takes nothing). Not recvmsg (a datagram shorter than the
-// buffer says nothing of the next one) and not read (the loop's eventfd).
-bool is_stream_read(const io_request& req) noexcept {
-  return (req.opcode == io_opcode::recv || req.opcode == io_opcode::recv_pooled) && (req.flags & MSG_PEEK) == 0;
-}
-
 }  // namespace
 
 void epoll_driver::close_after_queued(int fd) noexcept { ::close(fd); }
@@ -70,8 +63,6 @@ epoll_driver::descriptor& epoll_driver::entry(const io_request& req) {
     d.socket = req.socket;
     d.registered = false;
     d.nonblocking = false;
-    d.input_drained = false;
-    d.input_closed = false;
   }
   return d;
 }
@@ -166,47 +157,16 @@ int epoll_driver::perform(io_request& req, unsigned& flags) {
   return -EINVAL;
 }
 
-bool epoll_driver::input_known_empty(const io_request& req) noexcept {
-  if (!is_stream_read(req) || req.fresh) return false;
-  const auto fd = static_cast<std::size_t>(req.fd);
-  if (fd >= descriptors_.size()) return false;
-  const descriptor& d = descriptors_[fd];
-  if (d.socket != req.socket || !d.input_drained) return false;
-  if (req.opcode == io_opcode::recv_pooled) {  // an empty pool still answers -ENOBUFS at once
-    const buffer_group* g = find_group(req.buffer_group);
-    if (g == nullptr || g->free.empty()) return false;
-  }
-  return true;
-}
-
-void epoll_driver::note_read(const io_request& req, descriptor& d, int r) noexcept {
-  if (r <= 0 || !d.registered || d.input_closed || !is_stream_read(req)) return;
-  std::uint32_t asked = req.len;
-  if (req.opcode == io_opcode::recv_pooled) {
-    const buffer_group* g = find_group(req.buffer_group);
-    if (g == nullptr) return;
-    asked = g->size;
-  }
-  if (static_cast<std::uint32_t>(r) < asked) d.input_drained = true;
-}
-
 void epoll_driver::submit(io_completion& op, io_request& req) {
   op.request = &req;
   req.owner = &op;
   ++req.submissions;
   if (req.wanted != 0) return;  // one more of a batch (accepts): it waits with the others
-  req.untried = input_known_empty(req);
-  if (req.untried) {  // its recv would fail with EAGAIN: wait for the edge now
-    link(req, EPOLLIN);
-    return;
-  }
+  // Always tried first, a read after a short read as well (see the file's header): only the
+  // syscall knows whether the descriptor is ready, and an edge comes only for what changes.
   unsigned flags = 0;
   const int r = perform(req, flags);
   if (r != -EAGAIN) {
-    if (r > 0 && !req.fresh && static_cast<std::size_t>(req.fd) < descriptors_.size()) {
-      descriptor& d = descriptors_[static_cast<std::size_t>(req.fd)];
-      if (d.socket == req.socket) note_read(req, d, r);
-    }
     complete(req, r, flags);
     return;
   }
@@ -236,29 +196,12 @@ void epoll_driver::complete(io_request& req, int res, unsigned flags) {
 void epoll_driver::cancel(io_completion& op, bool all) {
   io_request* req = op.request;
   if (req == nullptr || req->wanted == 0) return;  // not waiting: its completion is queued already
-  if (req->untried) {
-    // It never tried its read (input_known_empty): data that came since is returned, as it is
-    // to a read that tried at submission and found it, or to io_uring's read that the kernel
-    // runs before the cancel. Only -EAGAIN is cancelled: nothing was taken.
-    req->untried = false;
-    unsigned flags = 0;
-    const int r = perform(*req, flags);
-    if (r != -EAGAIN) {
-      note_read(*req, descriptors_[static_cast<std::size_t>(req->fd)], r);
-      complete(*req, r, flags);
-      return;
-    }
-  }
   for (unsigned n = all ? req->submissions : 1; n > 0; --n) complete(*req, -ECANCELED, 0);
 }
 
 void epoll_driver::on_ready(int fd, std::uint32_t events) {
   if (static_cast<std::size_t>(fd) >= descriptors_.size()) return;
   descriptor& d = descriptors_[static_cast<std::size_t>(fd)];
-  // The state reaped now is the descriptor's state after every arrival before this reap: input
-  // may be there again, or the peer's end.
-  if ((events & input_events) != 0) d.input_drained = false;
-  if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) d.input_closed = true;
   // complete() unlinks only the request it completes, so the next one is taken first.
   for (io_request* req = d.waiting.first(); req != nullptr;) {
     io_request* next = d.waiting.after(*req);
@@ -266,9 +209,7 @@ void epoll_driver::on_ready(int fd, std::uint32_t events) {
     while (ready && req->wanted != 0) {  // a batch (accepts) takes what is there
       unsigned flags = 0;
       const int r = perform(*req, flags);
-      req->untried = false;
       if (r == -EAGAIN) break;
-      note_read(*req, d, r);
       complete(*req, r, flags);
     }
     req = next;

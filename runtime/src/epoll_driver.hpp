@@ -2,13 +2,23 @@
 // is its non-blocking syscall: tried at once when submitted, and if the descriptor is not
 // ready (EAGAIN), linked into that descriptor's waiters and tried again at each readiness
 // event, in submission order. Descriptors are registered once, edge-triggered, for input and
-// output; an edge can never be missed because an operation tries its syscall before it waits,
-// unless its descriptor is known to have nothing to read (see descriptor::input_drained), and
-// then an edge is still to come. Results are queued as completions and dispatched by the loop
-// like CQEs, so the loop, the operations and their cancellation work unchanged:
+// output; an edge can never be missed because every operation tries its syscall before it
+// waits: an edge comes for an arrival, not for what is already there, so only a try tells an
+// operation whether its descriptor is ready now.
+// In particular a stream read tries its recv even when the previous read returned fewer bytes
+// than it asked for. Such a read does not prove that the next recv would say EAGAIN, nor that
+// the next arrival raises an edge: recv stops at an urgent mark (MSG_OOB) with the rest of the
+// stream queued behind it and no edge to come; with SO_RCVLOWAT above 1 (settable at any time
+// through native_handle()) an arrival below it raises no edge yet a recv returns it; and a
+// read that stops short for a reason a later kernel adds would be the same. Only a syscall can
+// tell these apart (FIONREAD, SIOCATMARK, getsockopt of SO_RCVLOWAT, a TCP_INQ control message
+// says the queue is empty but not the watermark), so skipping the recv would save nothing that
+// is not paid back by the check: the EAGAIN recv after a read that emptied the socket is this
+// backend's price for being right whatever the peer and the socket's options are.
+// Results are queued as completions and dispatched by the loop like CQEs, so the loop,
+// the operations and their cancellation work unchanged:
 //   - cancelling a waiting operation completes it with -ECANCELED having consumed nothing (a
-//     timed-out read read no byte); one whose syscall already ran keeps its result; a read
-//     that waited without trying tries once first, and keeps what it read;
+//     timed-out read read no byte); one whose syscall already ran keeps its result;
 //   - nothing ever runs in the kernel on a caller's buffer after its completion, so cancel and
 //     wait never blocks.
 // No provided buffers in the kernel: recv_pooled picks a buffer of the group here, when the
@@ -56,16 +66,6 @@ class epoll_driver final : public io_driver {
     std::uint64_t socket = 0;
     bool registered = false;   // in the epoll set
     bool nonblocking = false;  // O_NONBLOCK set (accept and connect block otherwise)
-    // A stream read returned fewer bytes than it asked for, so the socket's input was empty
-    // then, and no input event has been reaped since: a read submitted now would fail with
-    // EAGAIN (a wasted syscall, 10-25% of an echo server's reads), so it waits for the edge at
-    // once. Exact only while registered: every arrival after that read (data, FIN, an error)
-    // puts the descriptor on epoll's ready list, and the reap reports its state then, which
-    // clears this. Never set once the peer's end was seen (input_closed): data and a FIN that
-    // arrive together raise one edge, reaped before the short read that takes the data, and
-    // nothing after it would tell that the end is there to read.
-    bool input_drained = false;
-    bool input_closed = false;  // an event reported EPOLLRDHUP, EPOLLHUP or EPOLLERR
   };
   struct buffer_group {
     std::uint16_t group = 0;
@@ -81,12 +81,6 @@ class epoll_driver final : public io_driver {
   // The syscall of req once; -EAGAIN when the descriptor is not ready for it.
   int perform(io_request& req, unsigned& flags);
   int receive_pooled(io_request& req, unsigned& flags);
-  // Whether req is a stream read whose descriptor is known to be empty (input_drained): it
-  // waits without trying its syscall.
-  bool input_known_empty(const io_request& req) noexcept;
-  // After req's syscall returned r: a stream read that returned less than it asked for marks
-  // its descriptor drained (when registered, and the peer's end not seen).
-  void note_read(const io_request& req, descriptor& d, int r) noexcept;
   // Makes sure req's descriptor is in the epoll set (and non-blocking when `nonblocking`);
   // -errno if not.
   int prepare_descriptor(io_request& req, bool nonblocking);

@@ -49,9 +49,6 @@ struct io_request : list_link {
   std::uint64_t socket = 0;
   // The socket's first request on this loop since it was used on another: start clean too.
   bool fresh = false;
-  // epoll: waiting without having tried its syscall (its input was known to be empty), so a
-  // cancel tries it once first: data that arrived meanwhile is returned, as a read that tried.
-  bool untried = false;
   std::uint32_t len = 0;
   void* addr = nullptr;
 
