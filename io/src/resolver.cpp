@@ -191,7 +191,7 @@ void resolver::on_loop_shutdown(shutdown_hook& h) noexcept { delete static_cast<
 bool resolver::start(lookup_waiter& w, std::string_view name, int family) {
   std::string normalized = normalized_name(name);
   lookup_answer& out = w.answer_;
-  if (normalized.empty() || normalized.size() > 253 || normalized.find('\0') != std::string::npos) {
+  if (!is_valid_host_name(name)) {
     out.error = resolve_errc::bad_name;
     return true;
   }

@@ -1,5 +1,7 @@
 #include "link.hpp"
 
+#include <cogwheel/io/resolve.hpp>
+
 #if COGWHEEL_REDIS_TLS
 #include <cogwheel/tls/context.hpp>
 #endif
@@ -56,6 +58,9 @@ task<result<link>> establish(const client_options& options) {
   if (options.tls) co_return std::make_error_code(errc::not_supported);
 #else
   if (options.tls && options.tls->context == nullptr) co_return std::make_error_code(errc::invalid_argument);
+  // A server name that TLS would refuse is refused before anything is connected.
+  if (options.tls && !options.tls->server_name.empty() && !is_valid_host_name(options.tls->server_name))
+    co_return std::make_error_code(errc::invalid_argument);
 #endif
   link l;
   result<tcp_stream> tcp = std::make_error_code(errc::invalid_argument);

@@ -44,6 +44,31 @@ std::vector<registered>& metrics() {
 }
 std::uint64_t next_id = 1;  // under registry_mutex()
 
+// The loops that stopped since the registry was last empty, each as it shut down; when the last
+// one goes they become final_cores(), what snapshot_metrics() answers while no loop runs (a
+// final report after run() returned). Under registry_mutex().
+std::vector<core_metrics>& departed() {
+  static std::vector<core_metrics> v;
+  return v;
+}
+std::vector<core_metrics>& final_cores() {
+  static std::vector<core_metrics> v;
+  return v;
+}
+
+// `loop`'s metrics into c: exact on its own thread (`self`), else its cells and the fields fixed
+// at its construction (a snapshot from another thread). Under registry_mutex().
+void copy_core(event_loop& loop, const event_loop* self, core_metrics& c) noexcept {
+  if (&loop == self) {
+    loop.snapshot(c);
+    return;
+  }
+  loop.metrics().snapshot(c);
+  c.core = loop.core();
+  c.timers = loop.time().timers().kind();
+  c.backend = loop.backend();
+}
+
 bool valid_name(const std::string& n) noexcept {
   if (n.empty()) return false;
   for (std::size_t i = 0; i < n.size(); ++i) {
@@ -107,10 +132,19 @@ void loop_registry::add(event_loop& loop) {
 
 void loop_registry::remove(event_loop& loop) noexcept {
   const std::lock_guard lock(registry_mutex());
+  try {
+    copy_core(loop, event_loop::current(), departed().emplace_back());
+  } catch (...) {  // out of memory: this core's final state is lost, nothing else
+  }
   std::erase(loops(), &loop);
-  // The last loop gone, nothing of the registry stays allocated (a program that counts its
-  // live allocations around a run() sees none left behind).
-  if (loops().empty()) std::vector<event_loop*>().swap(loops());
+  if (!loops().empty()) return;
+  // The last loop gone, the registry keeps the final state of the loops that ran, one vector
+  // (replaced, not added to, by the next run's: a program that counts its live allocations
+  // around a second run() sees none left behind), and nothing else.
+  std::sort(departed().begin(), departed().end(), [](const core_metrics& a, const core_metrics& b) { return a.core < b.core; });
+  final_cores().swap(departed());
+  std::vector<core_metrics>().swap(departed());
+  std::vector<event_loop*>().swap(loops());
 }
 
 void live_metrics::snapshot(core_metrics& out) const noexcept {
@@ -185,16 +219,9 @@ metrics_snapshot snapshot_metrics() {
     for (event_loop* loop : detail::loops()) {
       // On a loop thread: the loops of its runtime only (the peers it can reach).
       if (self != nullptr && loop != self && self->peer(loop->core()) != loop) continue;
-      core_metrics& c = snap.cores.emplace_back();
-      if (loop == self) {
-        loop->snapshot(c);  // exact: this thread owns it
-      } else {
-        loop->metrics().snapshot(c);
-        c.core = loop->core();
-        c.timers = loop->time().timers().kind();
-        c.backend = loop->backend();
-      }
+      detail::copy_core(*loop, self, snap.cores.emplace_back());
     }
+    if (detail::loops().empty()) snap.cores = detail::final_cores();  // none runs: how they ended
     for (const detail::registered& r : detail::metrics()) {
       if (r.what == detail::registered::kind::histogram) {
         snap.histograms.push_back(registered_histogram{r.name, r.help, r.labels, r.core, r.scale,

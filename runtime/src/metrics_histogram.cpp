@@ -1,4 +1,4 @@
-// The histogram's out-of-line parts: its queries and copies.
+// The histogram's out-of-line parts: its queries, copies and differences.
 #include <cogwheel/runtime/histogram.hpp>
 
 #include <cmath>
@@ -33,6 +33,23 @@ void histogram::merge(const histogram& other) noexcept {
   bump(count_, other.count());
   bump(sum_, other.sum());
   if (other.max() > max()) max_.store(other.max(), std::memory_order_relaxed);
+}
+
+histogram operator-(const histogram& later, const histogram& earlier) noexcept {
+  histogram d;
+  std::size_t top = histogram::bucket_count;  // the highest non-empty bucket of d, if any
+  for (std::size_t i = 0; i < histogram::bucket_count; ++i) {
+    const std::uint64_t n = detail::window_difference(later.bucket(i), earlier.bucket(i));
+    d.buckets_[i].store(n, std::memory_order_relaxed);
+    if (n != 0) top = i;
+  }
+  d.count_.store(detail::window_difference(later.count(), earlier.count()), std::memory_order_relaxed);
+  d.sum_.store(detail::window_difference(later.sum(), earlier.sum()), std::memory_order_relaxed);
+  if (top != histogram::bucket_count) {
+    const std::uint64_t upper = histogram::bucket_upper(top);
+    d.max_.store(upper < later.max() ? upper : later.max(), std::memory_order_relaxed);
+  }
+  return d;
 }
 
 void histogram::copy_from(const histogram& other) noexcept {

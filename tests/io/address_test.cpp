@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cogwheel/io/resolve.hpp>
+
 namespace cogwheel {
 namespace {
 
@@ -185,6 +187,26 @@ TEST(socket_address, from_sockaddr_rejects_other_families_and_short_lengths) {
   in6.sin6_family = AF_INET6;
   EXPECT_FALSE(socket_address::from_sockaddr(reinterpret_cast<const sockaddr*>(&in6), sizeof(sockaddr_in)));
   EXPECT_EQ(socket_address::from_sockaddr(nullptr, 0).error(), errc::invalid_argument);
+}
+
+// The one check of a host name at every boundary that takes one (resolve, connect by name,
+// TLS server names): whole DNS names and IP literals pass, anything a C string would cut or a
+// name server would not look up does not.
+TEST(host_name, ip_literals_and_dns_names_pass_and_nul_spaces_and_empty_labels_do_not) {
+  for (std::string_view ok : {"localhost"sv, "localhost."sv, "a"sv, "redis-1.internal"sv, "_srv._tcp.example"sv,
+                              "127.0.0.1"sv, "::1"sv, "[::1]"sv, "fe80::1%1"sv, "xn--bcher-kva.example"sv})
+    EXPECT_TRUE(is_valid_host_name(ok)) << ok;
+  const std::string label63(63, 'a');
+  EXPECT_TRUE(is_valid_host_name(label63 + ".test"));
+  EXPECT_FALSE(is_valid_host_name(label63 + "a.test"));
+  std::string long_name;
+  while (long_name.size() < 260) long_name += "abcdefghi.";
+  EXPECT_TRUE(is_valid_host_name(long_name.substr(0, 253)));
+  EXPECT_FALSE(is_valid_host_name(long_name.substr(0, 250) + "abcd"));
+  for (std::string_view bad : {""sv, "."sv, "localhost\0.evil.example"sv, "localhost\0"sv, "\0"sv, "local host"sv,
+                               "a..b"sv, ".a"sv, "a/b"sv, "a@b"sv, "[::1"sv, "::1::2"sv, "[127.0.0.1\0]"sv, "a\nb"sv,
+                               "\xc3\xa9.example"sv})
+    EXPECT_FALSE(is_valid_host_name(bad)) << bad;
 }
 
 }  // namespace

@@ -102,6 +102,39 @@ TEST_F(redis_tls, a_certificate_for_another_name_is_refused) {
   }());
 }
 
+// A TLS server name with a NUL (or anything else that is not a host name) fails the connect
+// with errc::invalid_argument before anything is connected: cut at the NUL it would be checked
+// as "localhost". Needs no server: a listener that never speaks TLS would otherwise hold the
+// handshake until connect_timeout. A host with a NUL (the name TLS uses when server_name is
+// empty) is refused by connect(host, port) before any lookup.
+TEST(redis_tls_names, a_server_name_that_is_not_a_host_name_is_refused_before_connecting) {
+  auto silent = tcp_listener::bind(socket_address::ipv4_loopback(0));
+  ASSERT_TRUE(silent);
+  auto ctx = tls::context::client();
+  ASSERT_TRUE(ctx);
+  auto shared = std::make_shared<const tls::context>(std::move(*ctx));
+  run([&]() -> task<void> {
+    for (const std::string& name : {std::string("localhost\0.evil.example", 23), std::string("local host"),
+                                   std::string("localhost..")}) {
+      redis::client_options o;
+      o.address = silent->local_address();
+      o.tls = redis::client_tls{shared, name};
+      o.connect_timeout = 200ms;
+      auto c = co_await redis::client::connect(o);
+      CO_ASSERT_TRUE(!c);
+      EXPECT_EQ(c.error(), errc::invalid_argument) << c.error().message();
+    }
+    redis::client_options by_host;
+    by_host.host = std::string("localhost\0.evil.example", 23);
+    by_host.port = silent->local_address().port();
+    by_host.tls = redis::client_tls{shared, {}};
+    by_host.connect_timeout = 200ms;
+    auto c = co_await redis::client::connect(by_host);
+    CO_ASSERT_TRUE(!c);
+    EXPECT_EQ(c.error(), resolve_errc::bad_name) << c.error().message();
+  }(), runtime_options{.paused_clock = true});
+}
+
 TEST_F(redis_tls, connect_timeout_cuts_a_handshake_nobody_answers) {
   // A listener that accepts (the kernel does) and never speaks TLS.
   auto silent = tcp_listener::bind(socket_address::ipv4_loopback(0));

@@ -3,6 +3,8 @@
 // whose frames are destroyed half way.
 #include <openssl/ssl.h>
 
+#include <string>
+
 #include "pair.hpp"
 
 namespace cogwheel {
@@ -67,6 +69,31 @@ TEST(tls_failure, an_ip_literal_is_checked_against_the_certificates_addresses) {
     auto by_name = co_await handshake_pair(d.server(), d.client(), "localhost");
     CO_ASSERT_OK(by_name);
     EXPECT_STREQ(SSL_get_servername(by_name->server.native_handle(), TLSEXT_NAMETYPE_host_name), "localhost");
+  }(certs));
+}
+
+// A name is used whole or not at all: OpenSSL takes C strings, so "localhost\0.evil.example"
+// would be sent as SNI and checked as "localhost" (a caller that vetted the name by its suffix
+// is fooled). Anything that is not a host name is refused before the handshake.
+TEST(tls_failure, a_name_that_is_not_a_host_name_is_refused_before_the_handshake) {
+  cert_dir certs;
+  SKIP_WITHOUT_CERTS(certs);
+  run([](const cert_dir& d) -> task<void> {
+    for (const std::string& name : {std::string("localhost\0.evil.example", 23), std::string("localhost\0", 10),
+                                   std::string("127.0.0.1\0", 10), std::string("local host"), std::string("localhost.."),
+                                   std::string(".localhost"), std::string("localhost/x"), std::string(64, 'a') + ".test"}) {
+      auto conn = co_await connect_pair();
+      CO_ASSERT_OK(conn);
+      auto [s, c] = co_await when_all(timed(tls::stream::accept(std::move(conn->server), d.server()), 5s),
+                                      timed(tls::stream::connect(std::move(conn->client), d.client(), name), 5s));
+      CO_ASSERT_TRUE(!c);
+      EXPECT_EQ(c.error(), errc::invalid_argument) << c.error().message();
+      CO_ASSERT_TRUE(!s);  // no ClientHello came: the server saw the connection end
+      EXPECT_NE(s.error(), tls::error::name_mismatch);
+    }
+    // The same names with nothing wrong still connect; a trailing dot is the absolute form.
+    CO_ASSERT_OK(co_await handshake_pair(d.server(), d.client(), "localhost"));
+    CO_ASSERT_OK(co_await handshake_pair(d.server(), d.client(), "127.0.0.1"));
   }(certs));
 }
 

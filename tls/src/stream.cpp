@@ -1,6 +1,8 @@
 // tls::stream: making streams (accept, connect) and what a stream says about its session.
 #include <cogwheel/tls/stream.hpp>
 
+#include <cogwheel/io/resolve.hpp>
+
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -55,7 +57,8 @@ task<result<stream>> stream::accept(tcp_stream tcp, context ctx) {
 }
 
 task<result<stream>> stream::connect(tcp_stream tcp, context ctx, std::string server_name) {
-  if (!ctx || ctx.is_server() || !tcp.is_open() || server_name.empty()) co_return errc::invalid_argument;
+  // The whole name or none: OpenSSL takes C strings, which end at a NUL.
+  if (!ctx || ctx.is_server() || !tcp.is_open() || !is_valid_host_name(server_name)) co_return errc::invalid_argument;
   if (server_name.size() > 2 && server_name.front() == '[' && server_name.back() == ']')
     server_name = server_name.substr(1, server_name.size() - 2);  // "[::1]"
   detail::state_ref s(new detail::stream_state(std::move(tcp), std::move(ctx)));

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <vector>
@@ -58,6 +59,14 @@ const std::error_category& resolve_category() noexcept;
 inline std::error_code make_error_code(resolve_errc e) noexcept {
   return {static_cast<int>(e), resolve_category()};
 }
+
+/// Whether `name` is a host name every boundary that takes one accepts: an IP literal
+/// ("127.0.0.1", "::1", "[::1]", "fe80::1%2") or a DNS name of at most 253 characters (one
+/// trailing dot aside) whose dot-separated labels are 1 to 63 letters, digits, '-' or '_'.
+/// Anything else (a NUL, a space, an empty label, ...) is refused before it is used:
+/// resolve_errc::bad_name from resolve() and connect(host, port), errc::invalid_argument where
+/// TLS takes a server name. A NUL in particular: C APIs would use the name cut at it.
+bool is_valid_host_name(std::string_view name);
 
 /// The addresses of `host`, each with `port`: IPv6 ones first, then IPv4, each family in the
 /// order the source gave them (see the file comment for the sources and the cache). Errors:

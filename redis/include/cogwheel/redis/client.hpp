@@ -63,6 +63,8 @@ struct client_tls {
   std::shared_ptr<const tls::context> context = {};
   /// Sent as SNI and checked against the server's certificate. Empty: the host, or the
   /// address's IP (an IP is checked against the certificate's IP names and sends no SNI).
+  /// A name that is not a host name (is_valid_host_name(): a NUL, a space, ...) fails the
+  /// connect with errc::invalid_argument before anything is connected.
   std::string server_name = {};
 };
 

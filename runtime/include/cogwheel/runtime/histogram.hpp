@@ -11,6 +11,14 @@
 // (a plain move on x86, no locked instruction), read by relaxed loads: a concurrent copy is
 // free of data races and each cell in it is exact, but cells may come from slightly different
 // moments (count() may differ from the sum of the buckets by the records in flight).
+//
+// Overflow: every cell saturates at 2^64 - 1 instead of wrapping (a sum of nanoseconds gets
+// there after 584 years of recorded time, or at once from a few huge values): a wrapped sum
+// would read as small, and a Prometheus counter that goes down reads as a reset. A saturated
+// sum() stays 2^64 - 1; its mean is then a lower bound.
+//
+// Windows: `later - earlier` (two copies of one histogram) is the histogram of the values
+// recorded between them, bucket by bucket (see operator-).
 #pragma once
 
 #include <array>
@@ -20,6 +28,25 @@
 #include <cstdint>
 
 namespace cogwheel {
+
+namespace detail {
+/// a + b, or 2^64 - 1 when the sum does not fit (an add and a conditional move).
+constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  std::uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? ~std::uint64_t{0} : r;
+}
+/// a * b, or 2^64 - 1 when the product does not fit.
+constexpr std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b) noexcept {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? ~std::uint64_t{0} : r;
+}
+/// later - earlier, clamped at 0 when earlier is larger (a reset, or not earlier at all);
+/// 2^64 - 1 when later is saturated (the window's true value is unknown, and at least large).
+constexpr std::uint64_t window_difference(std::uint64_t later, std::uint64_t earlier) noexcept {
+  if (later == ~std::uint64_t{0}) return later;
+  return later > earlier ? later - earlier : 0;
+}
+}  // namespace detail
 
 /// A log-linear histogram of uint64_t values with 496 fixed buckets (see the file comment);
 /// single writer, readers on any thread.
@@ -54,17 +81,18 @@ class histogram {
     return i + 1 == bucket_count ? ~std::uint64_t{0} : bucket_lower(i + 1) - 1;
   }
 
-  /// Counts v, n times. Writer thread only.
+  /// Counts v, n times. Writer thread only. Counts and the sum saturate at 2^64 - 1.
   void record(std::uint64_t v, std::uint64_t n = 1) noexcept {
     bump(buckets_[bucket_of(v)], n);
     bump(count_, n);
-    bump(sum_, v * n);
+    bump(sum_, detail::saturating_mul(v, n));
     if (v > max_.load(std::memory_order_relaxed)) max_.store(v, std::memory_order_relaxed);
   }
 
   /// How many values were recorded.
   std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
-  /// Their sum (wraps after 2^64: 584 years of nanoseconds).
+  /// Their sum, saturated at 2^64 - 1 (584 years of nanoseconds) instead of wrapping: 2^64 - 1
+  /// means "at least this much".
   std::uint64_t sum() const noexcept { return sum_.load(std::memory_order_relaxed); }
   /// The largest value recorded (exact), 0 when none.
   std::uint64_t max() const noexcept { return max_.load(std::memory_order_relaxed); }
@@ -79,12 +107,23 @@ class histogram {
   /// and the result is never below the true quantile and at most 12.5% above it.
   std::uint64_t quantile(double q) const noexcept;
 
-  /// Adds other's counts into this one (both quiescent, or this one owned by the caller).
+  /// Adds other's counts into this one (both quiescent, or this one owned by the caller);
+  /// saturating as record() does.
   void merge(const histogram& other) noexcept;
 
+  /// The values recorded between two copies of one histogram: each bucket, count() and sum()
+  /// are `later`'s minus `earlier`'s. Where `earlier` holds more than `later` (it was not
+  /// earlier, or the histogram was replaced in between) that cell is 0, never a wrapped
+  /// difference; a saturated cell of `later` stays saturated. max() is the largest value the
+  /// difference can hold: the upper bound of its highest non-empty bucket, capped at
+  /// later.max() (exact when the window's largest value is later's max, otherwise to bucket
+  /// resolution); 0 when the difference is empty. Any thread, on copies.
+  friend histogram operator-(const histogram& later, const histogram& earlier) noexcept;
+
  private:
+  // Saturating: one writer, so a load, an add with a conditional move, a store.
   static void bump(std::atomic<std::uint64_t>& a, std::uint64_t by) noexcept {
-    a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+    a.store(detail::saturating_add(a.load(std::memory_order_relaxed), by), std::memory_order_relaxed);
   }
   void copy_from(const histogram& other) noexcept;
 

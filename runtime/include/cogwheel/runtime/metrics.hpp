@@ -25,10 +25,15 @@
 namespace cogwheel {
 
 /// A monotonic counter with one writer (the thread that owns it) and readers on any thread.
+/// It saturates at 2^64 - 1 instead of wrapping (a scraper reads a counter that goes down as a
+/// reset).
 class counter {
  public:
-  /// Adds n. Writer only: a relaxed load and store, no locked instruction.
-  void add(std::uint64_t n = 1) noexcept { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  /// Adds n, saturating at 2^64 - 1. Writer only: a relaxed load and store, no locked
+  /// instruction.
+  void add(std::uint64_t n = 1) noexcept {
+    v_.store(detail::saturating_add(v_.load(std::memory_order_relaxed), n), std::memory_order_relaxed);
+  }
   /// Adds one (writer only).
   counter& operator++() noexcept {
     add(1);
@@ -163,7 +168,26 @@ core_metrics this_core_metrics();
 /// of the call; the gauges a core derives from its own structures (pending timers per level,
 /// ready tasks) are as of that core's last publication: at most ~10 ms of its loop time old,
 /// and refreshed before it sleeps. A core's own entry, taken on its thread, is exact.
+///
+/// When no loop is running (after run() or runtime::run() returned), `cores` is the final
+/// state of the loops that ran last: each core's metrics as its loop shut down (after its
+/// tasks ended, before spawned ones still pending are destroyed), kept until loops run again
+/// and their last one stops. Registered metrics are always the live registry's.
 metrics_snapshot snapshot_metrics();
+
+/// The window between two snapshots of one core (`later` taken after `earlier`): counters and
+/// histograms are later's minus earlier's, gauges and identity fields later's. A counter or
+/// histogram cell that is larger in `earlier` (the snapshots are swapped, or of different
+/// runs) gives 0, never a wrapped difference; one saturated in `later` stays saturated (its
+/// window is unknown). See histogram's operator- for the histograms.
+core_metrics operator-(const core_metrics& later, const core_metrics& earlier) noexcept;
+
+/// The window between two snapshots, entry by entry: cores matched by index, registered
+/// metrics by name, labels and core. Each core as for core_metrics; registered counters and
+/// histograms subtract (clamped at 0 as above), registered gauges are later's. An entry only
+/// in `later` is kept as it is (it started in the window); one only in `earlier` is dropped.
+/// E.g. the last ten seconds' timer lateness: `(now - ten_seconds_ago).cores[0].timer_lateness`.
+metrics_snapshot operator-(const metrics_snapshot& later, const metrics_snapshot& earlier);
 
 /// A registration of a metric in the process-wide registry; unregisters when destroyed.
 /// The registered object must outlive the registration. Movable, not copyable.

@@ -69,7 +69,9 @@ class stream {
   static task<result<stream>> accept(tcp_stream tcp, context ctx);
   /// The client side, with a client context: sends `server_name` as SNI and checks that the
   /// server's certificate is for it. An IP literal ("127.0.0.1", "::1") is checked against the
-  /// certificate's IP addresses and sends no SNI. errc::invalid_argument for an empty name.
+  /// certificate's IP addresses and sends no SNI. errc::invalid_argument, before anything is
+  /// sent, for a name that is not a host name (is_valid_host_name(): empty, with a NUL, a
+  /// space, an empty label...).
   static task<result<stream>> connect(tcp_stream tcp, context ctx, std::string server_name);
 
   /// Reads decrypted bytes into `buf`: how many (at least 1), or 0 once the peer's

@@ -35,6 +35,12 @@ enum class io_opcode : std::uint8_t {
 inline constexpr unsigned io_flag_buffer = 1u;
 inline constexpr unsigned io_buffer_id_shift = 16;
 
+// The most one read/write syscall transfers on Linux (MAX_RW_COUNT: INT_MAX rounded down to a
+// page). A longer buffer is submitted as this many bytes: the syscall would stop there anyway,
+// and the length fits io_request::len (and an SQE's 32-bit length) exactly. Operations that
+// promise "all" (write_all) resubmit the rest; a read returns what one syscall gave.
+inline constexpr std::size_t max_io_length = 0x7ffff000;
+
 // The epoll backend links a waiting request into its descriptor's list (the list_link), so a
 // request is neither copied nor moved while the backend has it.
 struct io_request : list_link {
@@ -52,13 +58,15 @@ struct io_request : list_link {
   std::uint32_t len = 0;
   void* addr = nullptr;
 
-  // Describes the next syscall (the backend fields are left alone).
+  // Describes the next syscall (the backend fields are left alone). `length` is clamped to
+  // max_io_length: stored unchecked in 32 bits, 4 GiB would become 0 (a read reported as the
+  // peer's end) and 5 GiB 1 GiB.
   void set(io_opcode op, int descriptor, const void* address = nullptr, std::size_t length = 0,
            int op_flags = 0) noexcept {
     opcode = op;
     fd = descriptor;
     addr = const_cast<void*>(address);
-    len = static_cast<std::uint32_t>(length);
+    len = static_cast<std::uint32_t>(length < max_io_length ? length : max_io_length);
     flags = op_flags;
   }
 
