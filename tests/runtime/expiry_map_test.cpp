@@ -25,6 +25,7 @@
 #include <cogwheel/runtime/task.hpp>
 #include <cogwheel/runtime/timeout.hpp>
 
+#include "expiry_map_model.hpp"
 #include "test_support.hpp"
 
 namespace cogwheel {
@@ -65,128 +66,16 @@ INSTANTIATE_TEST_SUITE_P(queues, expiry_map_on,
                                          config{timer_kind::heap, 100us, backend_kind::automatic}),
                          config_name);
 
-// The reference: each key's value and deadline (rounded up to the tick as the queue rounds; a
-// ttl <= 0 is due at once; nullopt: persistent).
-struct model_entry {
-  std::uint64_t value;
-  std::optional<clock::time_point> deadline;
-};
-
-clock::time_point rounded(clock::time_point now, clock::duration ttl, clock::duration tick) {
-  if (ttl <= clock::duration::zero()) return clock::time_point::min();
-  const auto ns = (now + ttl).time_since_epoch().count();
-  const auto t = tick.count();
-  return clock::time_point(clock::duration((ns + t - 1) / t * t));
-}
-
-// Awaits batches for as long as *running, with no suspension between two waits (so no batch is
-// dropped), appending them to *got and their count to *batches.
-task<> collect(map_type& m, pairs& got, std::size_t& batches, bool& running) {
-  while (running) {
-    result<map_type::batch> b = co_await m.expired();
-    if (!b) break;
-    EXPECT_FALSE(b->empty());
-    ++batches;
-    got.insert(got.end(), b->begin(), b->end());
-  }
-}
+using test::rounded;
 
 TEST_P(expiry_map_on, matches_a_reference_model) {
   const clock::duration tick = GetParam().tick;
   const int rounds = static_cast<int>(test::scaled(400));
   run([&]() -> task<> {
-        map_type m;
-        std::map<std::uint64_t, model_entry> model;
-        pairs got;
-        std::size_t batches = 0;
-        bool running = true;
-        spawn(collect(m, got, batches, running));
-        co_await yield();  // the collector waits
         std::mt19937_64 rng(GetParam().kind == timer_kind::wheel ? 47 : 74);
         auto pick = [&](std::uint64_t n) { return std::uniform_int_distribution<std::uint64_t>(0, n - 1)(rng); };
-        auto random_ttl = [&]() -> clock::duration {
-          switch (pick(8)) {
-            case 0: return clock::duration(-static_cast<clock::rep>(pick(1000)));  // past at once
-            case 1: return 1h;                                                     // past the low levels
-            case 2: return static_cast<clock::rep>(pick(5000)) * tick + clock::duration(pick(1000));
-            default: return static_cast<clock::rep>(pick(40)) * tick + static_cast<clock::rep>(pick(3)) * tick / 3;
-          }
-        };
-        std::uint64_t next_value = 1;
-        for (int round = 0; round < rounds; ++round) {
-          const clock::time_point now = test::loop_now();
-          for (std::uint64_t op = 0, ops = pick(12); op < ops; ++op) {
-            const std::uint64_t k = pick(64);
-            auto it = model.find(k);
-            // Live in the model: present, and persistent or not yet due.
-            const bool live = it != model.end() && (!it->second.deadline || *it->second.deadline > now);
-            switch (pick(6)) {
-              case 0:
-              case 1: {
-                const clock::duration ttl = random_ttl();
-                const std::uint64_t v = next_value++;
-                EXPECT_EQ(m.insert_or_assign(k, v, ttl), !live) << "insert " << k;
-                model[k] = model_entry{v, rounded(now, ttl, tick)};
-                break;
-              }
-              case 2: {
-                const clock::duration ttl = random_ttl();  // earlier or later than before
-                EXPECT_EQ(m.expire_after(k, ttl), live) << "expire_after " << k;
-                if (live) it->second.deadline = rounded(now, ttl, tick);
-                break;
-              }
-              case 3:
-                EXPECT_EQ(m.persist(k), live) << "persist " << k;
-                if (live) it->second.deadline.reset();
-                break;
-              case 4:
-                EXPECT_EQ(m.erase(k), live) << "erase " << k;
-                if (it != model.end()) model.erase(it);
-                break;
-              default: {
-                std::uint64_t* v = m.find(k);
-                if (!live) {
-                  EXPECT_EQ(v, nullptr) << "find " << k;
-                } else if (v == nullptr) {
-                  ADD_FAILURE() << "find " << k << " missed a live key";
-                } else {
-                  EXPECT_EQ(*v, it->second.value);
-                }
-                const std::optional<clock::time_point> e = m.expiry(k);
-                if (live && it->second.deadline) {
-                  EXPECT_EQ(e, it->second.deadline) << "expiry " << k;
-                } else {
-                  EXPECT_FALSE(e.has_value()) << "expiry " << k;
-                }
-              }
-            }
-          }
-          EXPECT_EQ(m.size(), model.size());
-          // Advance: a few ticks mostly, sometimes past a wheel level.
-          const clock::duration d = pick(10) == 0 ? static_cast<clock::rep>(pick(6000)) * tick
-                                                  : static_cast<clock::rep>(pick(4)) * tick + clock::duration(pick(2));
-          co_await sleep_for(d);
-          co_await yield();  // the collector takes what this advance fired
-          const clock::time_point at = test::loop_now();
-          pairs due;
-          for (auto i = model.begin(); i != model.end();) {
-            if (i->second.deadline && *i->second.deadline <= at) {
-              due.emplace_back(i->first, i->second.value);
-              i = model.erase(i);
-            } else {
-              ++i;
-            }
-          }
-          std::sort(due.begin(), due.end());
-          std::sort(got.begin(), got.end());
-          EXPECT_EQ(got, due) << "round " << round << " at +" << (at - now).count() << "ns";
-          got.clear();
-          EXPECT_EQ(m.size(), model.size());
-        }
-        EXPECT_GT(batches, 0U);
-        running = false;
-        m.insert_or_assign(~std::uint64_t{0}, 0, -1ns);  // wakes the collector to end it
-        co_await sleep_for(tick);
+        const std::string failure = co_await test::play_against_model(pick, rounds, tick);
+        EXPECT_EQ(failure, "");
       }(),
       options());
 }
