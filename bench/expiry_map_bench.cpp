@@ -227,6 +227,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "cogwheel") {
       cogwheel::runtime_options o;
       o.paused_clock = true;
+      o.stall_threshold = clock::duration::zero();  // each phase is one long iteration, by design
       o.timers = heap ? cogwheel::timer_kind::heap : cogwheel::timer_kind::wheel;
       cogwheel::run(cogwheel_rep(w), o);
     }

@@ -38,8 +38,9 @@ cargo_peer_build expiry_map_compare tokio_delay_queue "$build" "$work"
 tokio=$cargo_peer_bin
 [ -n "$tokio" ] || echo "expiry_map_compare: tokio $cargo_peer_skip" >&2
 
-out=$work/rows
-: >"$out"
+# The raw rows stay in the build directory (ROWS=that file re-renders the table without running).
+out=$build/expiry_map_compare.rows
+if [ -n "${ROWS:-}" ]; then out=$ROWS; sizes=""; else : >"$out"; fi
 for n in $sizes; do
   for ((r = 0; r < reps; r++)); do
     "$bench" "$n" 1 --only=cogwheel | sed 's/^cogwheel /wheel /' >>"$out"
@@ -50,7 +51,7 @@ for n in $sizes; do
 done
 
 echo "expiry_map vs tokio-util DelayQueue + HashMap vs unordered_map + timer_heap: ns per key (memory: bytes per key beyond key and value), medians of $reps"
-awk -f "$here/peers/median.awk" -e '
+cat >"$work/table.awk" <<'AWK'
   { v[$1 " " $2 " " $3] = v[$1 " " $2 " " $3] " " $4; if (!($2 " " $3 in seen)) { seen[$2 " " $3] = 1; order[++rows] = $2 " " $3 } }
   function med(who, key) { return (who " " key) in v ? median(v[who " " key]) : "" }
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.3fx", a / b) }
@@ -61,4 +62,6 @@ awk -f "$here/peers/median.awk" -e '
       w = med("wheel", order[i]); h = med("heap", order[i]); t = med("tokio", order[i]); u = med("umap_heap", order[i])
       printf "%-14s %10s %12s %12s %12s %12s %14s %14s\n", k[1], k[2], w, h, (t == "" ? "-" : t), u, ratio(w, t), ratio(w, u)
     }
-  }' "$out"
+  }
+AWK
+awk -f "$here/peers/median.awk" -f "$work/table.awk" "$out"
