@@ -106,16 +106,16 @@ cmake --build build/ci-tsan -j "$jobs" --target "${tsan_targets[@]}"
   ctest_counted -L multicore --output-on-failure -j "$jobs")
 
 if [ -d tests/fuzz ]; then
-  stage "libFuzzer: timer differential ${fuzz_seconds}s, RESP and HTTP parsers $((fuzz_seconds / 2))s each (clang-16)"
+  stage "libFuzzer: timer differential ${fuzz_seconds}s, RESP and HTTP parsers $((fuzz_seconds / 2))s each, expiry_map $((fuzz_seconds / 4))s (clang-16)"
   cmake -S . -B build/ci-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER=clang++-16 -DCOGWHEEL_FUZZ=ON -DCOGWHEEL_BENCH=OFF -DCOGWHEEL_WERROR=ON \
     "${cmake_launcher[@]}" >/dev/null
-  fuzz_targets=(timer_fuzz resp_fuzz)
+  fuzz_targets=(timer_fuzz resp_fuzz expiry_map_fuzz)
   # The HTTP target exists where Node's http_parser does (libhttp-parser-dev, which deps.sh installs).
   cmake --build build/ci-fuzz --target help > build/ci-fuzz/targets.txt
   if grep -q 'http_request_fuzz' build/ci-fuzz/targets.txt; then fuzz_targets+=(http_request_fuzz); fi
   cmake --build build/ci-fuzz -j "$jobs" --target "${fuzz_targets[@]}"
-  mkdir -p build/ci-fuzz/corpus build/ci-fuzz/resp-corpus build/ci-fuzz/http-corpus
+  mkdir -p build/ci-fuzz/corpus build/ci-fuzz/resp-corpus build/ci-fuzz/http-corpus build/ci-fuzz/expiry-corpus
   build/ci-fuzz/tests/fuzz/timer_fuzz -max_total_time="$fuzz_seconds" -print_final_stats=1 \
     build/ci-fuzz/corpus 2>&1 | tail -n 15
   # The RESP parser: chunking must not change a parse, and no header may allocate what it
@@ -130,6 +130,9 @@ if [ -d tests/fuzz ]; then
   else
     echo "http_request_fuzz: skipped (libhttp-parser-dev missing)"
   fi
+  # expiry_map against its reference model (tests/runtime/expiry_map_model.hpp), both queues.
+  build/ci-fuzz/tests/fuzz/expiry_map_fuzz -max_total_time="$((fuzz_seconds / 4))" -print_final_stats=1 \
+    build/ci-fuzz/expiry-corpus 2>&1 | tail -n 15
 fi
 
 stage "install routes (CMake package, pkg-config, Meson subproject)"

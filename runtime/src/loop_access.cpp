@@ -37,6 +37,7 @@ void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point 
   loop.time().reschedule(n, at);
 }
 void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept { loop.time().cancel(n); }
+clock::duration timer_tick(event_loop& loop) noexcept { return loop.timers().tick(); }
 void start_sleep_timer(timer::timer_node& n, clock::time_point deadline) {
   event_loop& loop = current_loop();
   loop.time().schedule(n, deadline <= loop.now() ? clock::time_point::min() : deadline);

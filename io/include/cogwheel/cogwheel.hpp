@@ -10,6 +10,7 @@
 #include <cogwheel/io/tcp.hpp>
 #include <cogwheel/io/udp.hpp>
 #include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/expiry_map.hpp>
 #include <cogwheel/runtime/interval.hpp>
 #include <cogwheel/runtime/operation.hpp>
 #include <cogwheel/runtime/options.hpp>

@@ -53,6 +53,8 @@ clock::time_point current_time() noexcept;
 void schedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at);
 void reschedule_timer(event_loop& loop, timer::timer_node& n, clock::time_point at);
 void cancel_timer(event_loop& loop, timer::timer_node& n) noexcept;
+// The tick of the loop's timer queue (deadlines filed there round up to it).
+clock::duration timer_tick(event_loop& loop) noexcept;
 // A sleep's start in one call: files n on the calling thread's loop at `deadline`, or, when the
 // loop's time has reached it, as due now (time_point::min(): filed at its own time it would round
 // up to the next tick boundary).
