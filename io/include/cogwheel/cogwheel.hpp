@@ -16,6 +16,7 @@
 #include <cogwheel/runtime/result.hpp>
 #include <cogwheel/runtime/run.hpp>
 #include <cogwheel/runtime/runtime.hpp>
+#include <cogwheel/runtime/semaphore.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/spawn.hpp>
 #include <cogwheel/runtime/stats.hpp>
