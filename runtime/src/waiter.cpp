@@ -17,6 +17,7 @@ void wake_hub::on_deliver(remote_message& m) noexcept {
   for (waiter* w = hub.head_; w != nullptr;) {
     waiter* next = w->hub_next;
     w->in_hub = false;
+    assert(!w->ready.queued() && w->state == waiter::phase::handed);
     post(*hub.loop_, w->ready, w->resume);
     w = next;
   }

@@ -94,7 +94,8 @@ TEST(semaphore, waiters_are_served_in_fifo_order_and_a_big_head_is_not_starved) 
 TEST(semaphore, an_acquire_cut_before_it_suspends_holds_nothing) {
   run([]() -> task<> {
     semaphore s(0);
-    result<semaphore::permit> p = co_await with_deadline(s.acquire(), now() - 1ms);
+    auto acquire_task = [&]() -> task<result<semaphore::permit>> { co_return co_await s.acquire(); };
+    result<semaphore::permit> p = co_await with_deadline(acquire_task(), now() - 1ms);
     EXPECT_EQ(p.error(), errc::timed_out);
     s.release(1);
     EXPECT_EQ(s.available(), 1u);  // no waiter left queued to swallow it

@@ -9,7 +9,9 @@
 #include <cogwheel/io/resolve.hpp>
 #include <cogwheel/io/tcp.hpp>
 #include <cogwheel/io/udp.hpp>
+#include <cogwheel/runtime/channel.hpp>
 #include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/event.hpp>
 #include <cogwheel/runtime/interval.hpp>
 #include <cogwheel/runtime/operation.hpp>
 #include <cogwheel/runtime/options.hpp>

@@ -142,6 +142,7 @@ class wake_hub : private remote_message {
 
   // Any thread, primitive lock held: w (handed, home is this hub's loop) is to resume there.
   void push(waiter& w) noexcept {
+    assert(!w.in_hub);
     bool post = false;
     {
       spin_guard g(lock_);
@@ -189,6 +190,7 @@ wake_hub& hub_of(event_loop& loop) noexcept;
 // Primitive lock held, w linked in nowhere any more (its list removed it): w is handed with
 // `r` and queued to run on its home loop.
 inline void hand(waiter& w, waiter::outcome r) noexcept {
+  assert(w.state == waiter::phase::waiting && !w.ready.queued() && !w.in_hub);
   w.result = r;
   w.state = waiter::phase::handed;
   if (current_loop_if_any() == w.home)
