@@ -166,8 +166,10 @@ TEST(event, a_thread_that_is_no_core_can_set_it) {
     });
     result<void> r = co_await with_timeout(e.wait(), 10s);
     EXPECT_TRUE(r);
+    // The set() call must be over before this loop goes away: its wake-up may still be
+    // writing to the loop's eventfd after the waiter ran.
+    setter.join();
   }());
-  setter.join();
 }
 
 }  // namespace
