@@ -211,10 +211,14 @@ bool event_loop::skip_kernel() noexcept {
 
 void event_loop::run_ready() {
   // Bounded: a coroutine that keeps re-posting itself runs once per iteration, so it starves
-  // neither timers nor I/O.
+  // neither timers nor I/O. A coroutine run here may destroy a frame whose node is further down
+  // this batch (a waiter woken, then its task destroyed): the node leaves the queue, which can
+  // then run dry before n nodes were popped.
   std::size_t n = ready_.size() < ready_budget_ ? ready_.size() : ready_budget_;
-  metrics_.tasks_run += n;
-  while (n-- > 0) ready_.pop().complete().resume();
+  while (n-- > 0 && !ready_.empty()) {
+    ++metrics_.tasks_run;
+    ready_.pop().complete().resume();
+  }
 }
 
 void event_loop::wait_and_reap() {

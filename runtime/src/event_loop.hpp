@@ -31,6 +31,7 @@
 #include <cogwheel/runtime/detail/loop_access.hpp>
 #include <cogwheel/runtime/detail/loop_services.hpp>
 #include <cogwheel/runtime/detail/ready_queue.hpp>
+#include <cogwheel/runtime/detail/waiter.hpp>
 #include <cogwheel/runtime/metrics.hpp>
 #include <cogwheel/runtime/options.hpp>
 #include <cogwheel/timer/queue.hpp>
@@ -124,6 +125,8 @@ class event_loop {
   // Queues c to complete in a coming iteration; `node` lives in the waiter (no allocation).
   // How an operation completes "later" when it cannot complete inside cancel().
   void post(ready_node& node, continuation c) noexcept { ready_.push(node, c); }
+  // Waiters of this loop woken by other threads (channel, semaphore, event).
+  wake_hub& hub() noexcept { return hub_; }
 
   // Runs iterations until `done` holds or a stop is requested.
   template <class Done>
@@ -249,6 +252,8 @@ class event_loop {
   // True while the loop blocks (or is about to) in io_uring_enter: senders wake it only then.
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> remote_stop_{false};
+  // After the inbox: its message may sit there until the destructor discards it.
+  wake_hub hub_{*this};
 };
 
 }  // namespace cogwheel::detail

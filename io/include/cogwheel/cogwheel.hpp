@@ -9,7 +9,9 @@
 #include <cogwheel/io/resolve.hpp>
 #include <cogwheel/io/tcp.hpp>
 #include <cogwheel/io/udp.hpp>
+#include <cogwheel/runtime/channel.hpp>
 #include <cogwheel/runtime/deadline.hpp>
+#include <cogwheel/runtime/event.hpp>
 #include <cogwheel/runtime/expiry_map.hpp>
 #include <cogwheel/runtime/interval.hpp>
 #include <cogwheel/runtime/operation.hpp>
@@ -17,6 +19,7 @@
 #include <cogwheel/runtime/result.hpp>
 #include <cogwheel/runtime/run.hpp>
 #include <cogwheel/runtime/runtime.hpp>
+#include <cogwheel/runtime/semaphore.hpp>
 #include <cogwheel/runtime/sleep.hpp>
 #include <cogwheel/runtime/spawn.hpp>
 #include <cogwheel/runtime/stats.hpp>
