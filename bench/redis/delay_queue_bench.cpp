@@ -234,7 +234,7 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
         w.ack_delay = std::chrono::milliseconds(cfg.ack_delay_ms);
       }
       auto handler = [&](const redis::job& j) -> task<result<void>> {
-        record(j.due_ms);
+        record(j.attempt_due_ms);
         co_return result<void>();
       };
       auto watch = [&]() -> task<void> {
@@ -246,8 +246,8 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
         const auto& s = q.stats();
         std::fprintf(stderr, "core %u: claims %llu fired %llu ack batches %llu, lateness by the server's clock p50 <= %llu us p99 <= %llu us\n",
                      core, static_cast<unsigned long long>(s.claims), static_cast<unsigned long long>(s.fired),
-                     static_cast<unsigned long long>(s.ack_batches), static_cast<unsigned long long>(s.lateness.quantile_us(0.5)),
-                     static_cast<unsigned long long>(s.lateness.quantile_us(0.99)));
+                     static_cast<unsigned long long>(s.ack_batches), static_cast<unsigned long long>(s.attempt_lateness.quantile_us(0.5)),
+                     static_cast<unsigned long long>(s.attempt_lateness.quantile_us(0.99)));
       }
     }
   });
@@ -317,7 +317,7 @@ throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t p
     w.lookahead = 200ms;
     w.ack_delay = 20ms;
     auto handler = [&, core](const redis::job& j) -> task<result<void>> {
-      late[core].push_back(wall_us() - j.due_ms * 1000);
+      late[core].push_back(wall_us() - j.attempt_due_ms * 1000);
       co_return result<void>();
     };
     auto watch = [&]() -> task<void> {
