@@ -83,6 +83,7 @@ class redis_delay_queue_chaos : public ::testing::Test {
       w.visibility = visibility;
       w.max_wait = 100ms;
       w.lookahead = 100ms;
+      w.ack_delay = 0ms;  // each acknowledgement sent as its job ends
       w.retry_initial = 20ms;
       w.max_attempts = 1000;
       w.stop_grace = 100ms;

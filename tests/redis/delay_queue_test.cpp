@@ -50,6 +50,8 @@ class redis_delay_queue : public ::testing::Test {
     redis::worker_options w;
     w.address = socket_address::ipv4_loopback(server_->port());
     w.max_wait = 200ms;
+    w.lookahead = 0ms;  // a claim at each due instant: the wake-ups below are what is tested
+    w.ack_delay = 0ms;  // and an acknowledgement as soon as a job ends
     return w;
   }
   // Runs fn(client) on a loop of its own (a phase of a test).

@@ -126,12 +126,26 @@ struct worker_options {
   /// Claim the jobs due within this window and hold them on the wheel until their due time:
   /// one claim per 3/4 to 7/8 of a lookahead (a per-worker jitter) instead of one per due
   /// instant; a job is claimed at least lookahead / 8 before it is due.
-  std::chrono::milliseconds lookahead{0};
+  /// The default, 200 ms (with ack_delay's 100 ms), is what a worker should have: a script
+  /// costs Redis more than the jobs it takes, so with lookahead 0 (a claim at each due instant)
+  /// and ack_delay 0 (an acknowledgement per job) jobs due at distinct milliseconds cost Redis
+  /// 7-8x the CPU per job of a worker polling every 100 ms; with both defaults about the same
+  /// as that poller, at a lateness p99 of a few ms instead of its 100
+  /// (bench/redis/delay_queue_bench.cpp, bench/redis/README.md). The price: a job is held (in
+  /// flight) from up to one lookahead before its due time, so reschedule() within that window
+  /// no longer moves it and cancel() no longer stops its handler from starting, and a worker
+  /// that dies holding it delays it by up to lookahead + visibility. 0 claims each job only
+  /// when due.
+  std::chrono::milliseconds lookahead{200};
   /// Acknowledgements wait this long to go as one batch (a full batch of 512 goes at once):
   /// one script per batch instead of one per job, for jobs held this much longer in flight.
   /// When the worker claims again within another ack_delay, they wait for that claim and go
   /// with it (one request instead of two): an acknowledgement waits at most 2 x ack_delay.
-  std::chrono::milliseconds ack_delay{0};
+  /// The default, 100 ms, goes with lookahead's (see there): with 0, a worker sends about one
+  /// acknowledgement script per job, which costs Redis as much as claiming each job alone. A
+  /// worker that dies sees the jobs it finished but had not acknowledged run again
+  /// (at-least-once), up to 2 x ack_delay's worth.
+  std::chrono::milliseconds ack_delay{100};
   /// Bound of the payload bytes one claim takes (the first job always goes).
   std::size_t max_claim_bytes = 4u << 20;
   /// On stop: running handlers get this long to finish, then their deadline is cut.
