@@ -129,8 +129,8 @@ struct worker_options {
   /// The default, 200 ms (with ack_delay's 100 ms), is what a worker should have: a script
   /// costs Redis more than the jobs it takes, so with lookahead 0 (a claim at each due instant)
   /// and ack_delay 0 (an acknowledgement per job) jobs due at distinct milliseconds cost Redis
-  /// 7-8x the CPU per job of a worker polling every 100 ms; with both defaults about the same
-  /// as that poller, at a lateness p99 of a few ms instead of its 100
+  /// 7-10x the CPU per job of a worker polling every 100 ms; with both defaults 0.8-1.0x that
+  /// poller's, at a lateness p99 of milliseconds instead of its ~100
   /// (bench/redis/delay_queue_bench.cpp, bench/redis/README.md). The price: a job is held (in
   /// flight) from up to one lookahead before its due time, so reschedule() within that window
   /// no longer moves it and cancel() no longer stops its handler from starting, and a worker
