@@ -12,7 +12,11 @@
 # is built and run through cogwheel::redis, the cogwheel-redis pkg-config module and Meson's
 # dependency('cogwheel-redis'). The Redis client speaks TLS where cogwheel::tls is built (OpenSSL
 # 3 found): route 1c builds without it (COGWHEEL_TLS=OFF) and checks that nothing installed
-# then names cogwheel::tls or cogwheel-tls, and redis_consumer checks which it got.
+# then names cogwheel::tls or cogwheel-tls, and redis_consumer checks which it got. Where
+# cogwheel::tls is built, every route ships it too: tests/install/tls_consumer.cpp is built and
+# run through cogwheel::tls (find_package and add_subdirectory), the cogwheel-tls pkg-config
+# module and Meson's dependency('cogwheel-tls'); route 1c also checks that asking
+# find_package for the tls component there fails with a message that names it.
 # Also checks that only libraries, headers and package files are installed, and that a
 # subproject builds no tests, examples or benchmarks. Build trees that compile cogwheel (those
 # of routes 3 and 4 included) go under build/install-*, the prefixes and the consumers' builds
@@ -40,6 +44,9 @@ check() { echo; echo "== $*"; }
 with_redis=true
 # What redis_consumer must find (redis::tls_supported()): TLS wherever OpenSSL 3 is found.
 if pkg-config --exists 'openssl >= 3'; then export COGWHEEL_EXPECT_REDIS_TLS=1; else export COGWHEEL_EXPECT_REDIS_TLS=0; fi
+# Whether cogwheel::tls is built (and so must be installed and usable by every route).
+with_tls=false
+if [ "$COGWHEEL_EXPECT_REDIS_TLS" = 1 ]; then with_tls=true; fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # run_consumer <executable>: runs it; 77 counts as skipped, anything else non-zero fails.
 run_consumer() {
@@ -77,12 +84,14 @@ check_installed() {
   echo "installed: $(find "$prefix" -type f -path '*/lib*' | sed "s|^$prefix/||" | sort | tr '\n' ' ')"
   echo "           + $(find "$prefix/include" -name '*.hpp' | wc -l) headers under include/cogwheel"
 }
-# pkgconfig_consumers <prefix> <output stem>: builds and runs consumer.cpp through cogwheel.pc
-# and, with the Redis client, redis_consumer.cpp through cogwheel-redis.pc, both found in
-# <prefix> only.
+# pkgconfig_consumers <prefix> <output stem>: builds and runs consumer.cpp through cogwheel.pc,
+# with the Redis client redis_consumer.cpp through cogwheel-redis.pc and, where <prefix> has
+# cogwheel-tls.pc (check_installed requires it wherever TLS is built), tls_consumer.cpp through
+# it, all found in <prefix> only.
 pkgconfig_consumers() {
-  local pc
+  local pc tls=false
   pc=$(find "$1" -name cogwheel.pc -print -quit)
+  if [ -n "$(find "$1" -name cogwheel-tls.pc -print -quit)" ]; then tls=true; fi
   PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export PKG_CONFIG_PATH
   echo "pkg-config --cflags --libs cogwheel: $(pkg-config --cflags --libs cogwheel)"
@@ -90,23 +99,14 @@ pkgconfig_consumers() {
   if $with_redis; then
     bash tests/install/pkgconfig/build.sh "$2-redis" tests/install/redis_consumer.cpp cogwheel-redis
   fi
+  if $tls; then
+    echo "pkg-config --libs cogwheel-tls: $(pkg-config --libs cogwheel-tls)"
+    bash tests/install/pkgconfig/build.sh "$2-tls" tests/install/tls_consumer.cpp cogwheel-tls
+  fi
   unset PKG_CONFIG_PATH
   run_consumer "$2"
   if $with_redis; then run_consumer "$2-redis"; fi
-}
-
-# check_tls_pkgconfig <prefix> <output>: a TLS program built through cogwheel-tls.pc alone.
-check_tls_pkgconfig() {
-  pkg-config --exists 'openssl >= 3' || return 0
-  local pc
-  pc=$(find "$1" -name cogwheel-tls.pc -print -quit)
-  printf '%s\n' '#include <cogwheel/tls/stream.hpp>' \
-    'int main() { auto c = cogwheel::tls::context::client(); return c && !c->is_server() ? 0 : 1; }' > "$2.cpp"
-  # shellcheck disable=SC2046  # a list of compiler arguments: split it
-  ${CXX:-c++} -std=c++20 -Wall -Wextra -Werror "$2.cpp" -o "$2" \
-    $(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs cogwheel-tls)
-  "$2" || fail "$2 (a cogwheel-tls client context) exited with $?"
-  echo "cogwheel-tls.pc: built and ran $2"
+  if $tls; then run_consumer "$2-tls"; fi
 }
 
 check "1. cmake --install, find_package(cogwheel) from a consumer project"
@@ -126,21 +126,24 @@ if $with_redis; then
   [ -x "$tmp/consumer-cmake/redis_consumer" ] || fail "find_package(cogwheel) gave no cogwheel::redis"
   run_consumer "$tmp/consumer-cmake/redis_consumer"
 fi
+if $with_tls; then
+  [ -x "$tmp/consumer-cmake/tls_consumer" ] || fail "find_package(cogwheel) gave no cogwheel::tls"
+  run_consumer "$tmp/consumer-cmake/tls_consumer"
+fi
 # The CMake install ships cogwheel.pc (and cogwheel-redis.pc) too: a user of that route who
 # builds with pkg-config.
 pkgconfig_consumers "$tmp/cmake-prefix" "$tmp/consumer-cmake-pkgconfig"
 
-check_tls_pkgconfig "$tmp/cmake-prefix" "$tmp/tls-cmake-pkgconfig"
-if pkg-config --exists 'openssl >= 3'; then  # find_package(cogwheel COMPONENTS tls)
+if $with_tls; then  # find_package(cogwheel REQUIRED COMPONENTS tls), as the README says
   mkdir -p "$tmp/tls-find-package"
   printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(tls_consumer LANGUAGES CXX)' \
     'find_package(cogwheel 0.1 REQUIRED COMPONENTS tls)' 'add_executable(tls_consumer main.cpp)' \
     'target_link_libraries(tls_consumer PRIVATE cogwheel::tls)' > "$tmp/tls-find-package/CMakeLists.txt"
-  cp "$tmp/tls-cmake-pkgconfig.cpp" "$tmp/tls-find-package/main.cpp"
+  cp tests/install/tls_consumer.cpp "$tmp/tls-find-package/main.cpp"
   cmake -S "$tmp/tls-find-package" -B "$tmp/tls-find-package/build" -G Ninja \
     -DCMAKE_PREFIX_PATH="$tmp/cmake-prefix" >/dev/null
   cmake --build "$tmp/tls-find-package/build" >/dev/null
-  "$tmp/tls-find-package/build/tls_consumer" || fail "the find_package(cogwheel COMPONENTS tls) consumer failed"
+  run_consumer "$tmp/tls-find-package/build/tls_consumer"
   echo "find_package(cogwheel COMPONENTS tls): built and ran tls_consumer"
 fi
 
@@ -170,6 +173,18 @@ cmake -S tests/install/cmake -B "$tmp/consumer-notls-cmake" -G Ninja -DCMAKE_BUI
   -DCMAKE_PREFIX_PATH="$tmp/notls-prefix" >/dev/null
 cmake --build "$tmp/consumer-notls-cmake" >/dev/null
 run_consumer "$tmp/consumer-notls-cmake/redis_consumer"
+[ ! -e "$tmp/consumer-notls-cmake/tls_consumer" ] || fail "find_package(cogwheel) gave cogwheel::tls in a build without it"
+# Asking for the tls component there fails, and the message says which components exist.
+mkdir -p "$tmp/notls-find-tls"
+printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(tls_consumer LANGUAGES CXX)' \
+  'find_package(cogwheel 0.1 REQUIRED COMPONENTS tls)' > "$tmp/notls-find-tls/CMakeLists.txt"
+if cmake -S "$tmp/notls-find-tls" -B "$tmp/notls-find-tls/build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$tmp/notls-prefix" >"$tmp/notls-find-tls.log" 2>&1; then
+  fail "find_package(cogwheel COMPONENTS tls) succeeded in a build without TLS"
+fi
+grep -q "timer, runtime, io, tls" "$tmp/notls-find-tls.log" \
+  || { cat "$tmp/notls-find-tls.log"; fail "find_package's message does not name the tls component"; }
+echo "find_package(cogwheel COMPONENTS tls) without TLS: fails, naming the components"
 if pkg-config --exists 'openssl >= 3'; then COGWHEEL_EXPECT_REDIS_TLS=1; fi
 if [ "$COGWHEEL_EXPECT_REDIS_TLS" = 1 ]; then  # and the build with TLS says so in its package files
   grep -q "cogwheel-tls" "$(find "$tmp/cmake-prefix" -name cogwheel-redis.pc -print -quit)" \
@@ -186,7 +201,6 @@ fi
 meson compile -C build/install-meson -j "$jobs" >/dev/null
 meson install -C build/install-meson --quiet >/dev/null
 check_installed "$tmp/meson-prefix"
-check_tls_pkgconfig "$tmp/meson-prefix" "$tmp/tls-meson-pkgconfig"
 # Moved after the install: the .pc files find the prefix from where they are.
 mv "$tmp/meson-prefix" "$tmp/meson-moved"
 pkgconfig_consumers "$tmp/meson-moved" "$tmp/consumer-pkgconfig"
@@ -197,12 +211,13 @@ rm -rf build/install-meson-parent
 parent=$repo/build/install-meson-parent/src
 parent_build=build/install-meson-parent/build
 mkdir -p "$parent/subprojects/cogwheel"
-cp tests/install/meson-subproject/meson.build tests/install/consumer.cpp tests/install/redis_consumer.cpp "$parent/"
+cp tests/install/meson-subproject/meson.build tests/install/consumer.cpp tests/install/redis_consumer.cpp \
+  tests/install/tls_consumer.cpp "$parent/"
 # The tracked files as they are in the working tree: what a checkout would give.
 git ls-files -z | while IFS= read -r -d '' f; do
   [ -e "$f" ] && printf '%s\0' "$f"
 done | xargs -0 cp --parents -t "$parent/subprojects/cogwheel"
-meson setup "$parent_build" "$parent" --force-fallback-for=cogwheel,cogwheel-redis >/dev/null
+meson setup "$parent_build" "$parent" --force-fallback-for=cogwheel,cogwheel-redis,cogwheel-tls >/dev/null
 meson compile -C "$parent_build" -j "$jobs" >/dev/null
 targets=$(meson introspect "$parent_build" --targets |
   python3 -c 'import json, sys; print(" ".join(sorted(t["name"] for t in json.load(sys.stdin))))')
@@ -212,12 +227,18 @@ if $with_redis; then
   [[ " $targets " == *" cogwheel_redis "* && " $targets " == *" redis_consumer "* ]] \
     || fail "the subproject gave no dependency('cogwheel-redis')"
 fi
-targets=$(echo "$targets" | sed 's/ cogwheel_redis//; s/ redis_consumer//; s/ cogwheel_tls//')
+# So do cogwheel_tls and the TLS consumer, where TLS is built.
+if $with_tls; then
+  [[ " $targets " == *" cogwheel_tls "* && " $targets " == *" tls_consumer"* ]] \
+    || fail "the subproject gave no dependency('cogwheel-tls')"
+fi
+targets=$(echo "$targets" | sed 's/ cogwheel_redis//; s/ redis_consumer//; s/ cogwheel_tls//; s/ tls_consumer//')
 [ "$targets" = "cogwheel_io cogwheel_runtime cogwheel_timer consumer consumer_get_variable" ] \
   || fail "the subproject built more than its libraries"
 run_consumer "$parent_build/consumer"
 run_consumer "$parent_build/consumer_get_variable"
 if $with_redis; then run_consumer "$parent_build/redis_consumer"; fi
+if $with_tls; then run_consumer "$parent_build/tls_consumer"; fi
 
 check "4. CMake parent project, add_subdirectory(cogwheel)"
 # Under build/ like the other builds of cogwheel itself: its compiles are cache hits too.
@@ -225,11 +246,16 @@ subdir=build/install-subdir
 rm -rf "$subdir"
 cmake -S tests/install/cmake -B "$subdir" "${cmake_flags[@]}" -DCOGWHEEL_SOURCE_DIR="$repo" >/dev/null
 for t in $(ninja -C "$subdir" -t targets all | sed -n 's/^\(.*\): CXX_EXECUTABLE_LINKER.*/\1/p'); do
-  [ "$t" = consumer ] || [ "$t" = redis_consumer ] || fail "the add_subdirectory build defines executable $t"
+  [ "$t" = consumer ] || [ "$t" = redis_consumer ] || [ "$t" = tls_consumer ] \
+    || fail "the add_subdirectory build defines executable $t"
 done
 cmake --build "$subdir" -j "$jobs" >/dev/null
 run_consumer "$subdir/consumer"
 if $with_redis; then run_consumer "$subdir/redis_consumer"; fi
+if $with_tls; then
+  [ -x "$subdir/tls_consumer" ] || fail "add_subdirectory(cogwheel) gave no cogwheel::tls"
+  run_consumer "$subdir/tls_consumer"
+fi
 
 echo
 echo "== all install checks passed"

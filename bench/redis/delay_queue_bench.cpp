@@ -1,12 +1,15 @@
 // delay_queue_bench: delayed jobs on a real redis-server (started here on a free port) with
 // `--pending` far-future jobs sitting in the same sorted set. Measures, in one run:
 //   schedule   jobs/s of delay_queue::schedule (EVALSHA), pipelined by 256 producer coroutines
-//   wheel      2 workers (2 cores) on delay_queue::run: each sleeps on its wheel until the next
-//              due time and is woken by Pub/Sub
+//   wheel      2 workers (2 cores) on delay_queue::run with lookahead = 0 and ack_delay = 0
+//              (the defaults before): each sleeps on its wheel until the next due time and is
+//              woken by Pub/Sub, and acknowledges each job as it ends
 //   lookahead  the same with worker_options::lookahead = 200 ms: one claim takes the jobs due
 //              within 200 ms and holds them on the wheel until their due time
 //   poll 100ms 2 workers that run a claim script (ZRANGEBYSCORE + ZREM) every 100 ms
 //   poll 1s    the same every second
+//   defaults   2 workers on delay_queue::run with worker_options' defaults (only the address
+//              and --concurrency set): what a user gets without tuning
 // For each worker kind, --rounds rounds of --jobs jobs due evenly over --seconds: firing
 // lateness (handler start - due time) p50/p99/max, and Redis CPU per fired job (ns on the CPU
 // of the redis-server process's threads, /proc/<pid>/task/*/schedstat, over the round, which
@@ -26,7 +29,7 @@
 //        [--throughput-concurrency=2000: the throughput run's] [--backlog: the throughput run's
 //        jobs are all scheduled before its workers start, which then fire a standing backlog]
 //        [--tick-us=1000: the firing workers' runtime_options::tick, in us]
-//        [--kinds=0123: which worker kinds run, by their index above]
+//        [--kinds=01234: which worker kinds run, by their index above]
 //        [--verbose: INFO commandstats of each round on stderr]
 //        [--redis-cpu=N: redis-server alone on CPU N, this process on the other CPUs (a Redis
 //        host of its own, as in production: otherwise the workers' wake-ups share Redis's cores
@@ -72,7 +75,7 @@ struct config {
   unsigned throughput_concurrency = 2000;  // the throughput run's worker_options::concurrency
   bool backlog = false;        // the throughput run's jobs all scheduled before the workers start
   int tick_us = 1000;          // the workers' runtime_options::tick
-  std::string kinds = "0123";  // which worker kinds run (digits: indexes into kind_names)
+  std::string kinds = "01234";  // which worker kinds run (digits: indexes into kind_names)
   int redis_cpu = -1;          // --redis-cpu: pin redis-server there and this process elsewhere
 };
 
@@ -187,14 +190,14 @@ struct round_result {
   double p50_us, p99_us, max_us, redis_cpu_us_per_job;
 };
 
-constexpr int kinds = 4;
-const char* kind_names[kinds] = {"wheel + Pub/Sub (delay_queue)", "the same, lookahead = 200 ms",
-                                 "polling every 100 ms", "polling every 1 s"};
+constexpr int kinds = 5;
+const char* kind_names[kinds] = {"wheel + Pub/Sub (delay_queue), lookahead = 0, ack_delay = 0", "the same, lookahead = 200 ms",
+                                 "polling every 100 ms", "polling every 1 s", "delay_queue, worker_options defaults"};
 
 // Runs `workers` cores until `jobs` jobs have fired; `kind` picks the worker kind.
 round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int kind, int round) {
-  const bool polling = kind >= 2;
-  std::string prefix(1, "wlpq"[kind]);
+  const bool polling = kind == 2 || kind == 3;
+  std::string prefix(1, "wlpqd"[kind]);
   prefix.append(std::to_string(round)).push_back(':');
   const auto start = wall_clock::now() + 1500ms;
   schedule_all(port, prefix, cfg.jobs, start, std::chrono::seconds(cfg.seconds));
@@ -229,12 +232,16 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
       redis::worker_options w;
       w.address = socket_address::ipv4_loopback(port);
       w.concurrency = cfg.concurrency;
+      if (kind == 0) {  // the defaults before: a claim at each due instant, an ack per job
+        w.lookahead = 0ms;
+        w.ack_delay = 0ms;
+      }
       if (kind == 1) {
         w.lookahead = std::chrono::milliseconds(cfg.lookahead_ms);
         w.ack_delay = std::chrono::milliseconds(cfg.ack_delay_ms);
       }
       auto handler = [&](const redis::job& j) -> task<result<void>> {
-        record(j.due_ms);
+        record(j.attempt_due_ms);
         co_return result<void>();
       };
       auto watch = [&]() -> task<void> {
@@ -246,8 +253,8 @@ round_result fire(const config& cfg, pid_t redis_pid, std::uint16_t port, int ki
         const auto& s = q.stats();
         std::fprintf(stderr, "core %u: claims %llu fired %llu ack batches %llu, lateness by the server's clock p50 <= %llu us p99 <= %llu us\n",
                      core, static_cast<unsigned long long>(s.claims), static_cast<unsigned long long>(s.fired),
-                     static_cast<unsigned long long>(s.ack_batches), static_cast<unsigned long long>(s.lateness.quantile_us(0.5)),
-                     static_cast<unsigned long long>(s.lateness.quantile_us(0.99)));
+                     static_cast<unsigned long long>(s.ack_batches), static_cast<unsigned long long>(s.attempt_lateness.quantile_us(0.5)),
+                     static_cast<unsigned long long>(s.attempt_lateness.quantile_us(0.99)));
       }
     }
   });
@@ -317,7 +324,7 @@ throughput_result throughput(const config& cfg, pid_t redis_pid, std::uint16_t p
     w.lookahead = 200ms;
     w.ack_delay = 20ms;
     auto handler = [&, core](const redis::job& j) -> task<result<void>> {
-      late[core].push_back(wall_us() - j.due_ms * 1000);
+      late[core].push_back(wall_us() - j.attempt_due_ms * 1000);
       co_return result<void>();
     };
     auto watch = [&]() -> task<void> {
@@ -365,7 +372,7 @@ int main(int argc, char** argv) {
     else if (a == "--verbose") cfg.verbose = true;
     else if (a.rfind("--redis-cpu=", 0) == 0) cfg.redis_cpu = value("--redis-cpu=");
     else {
-      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--lookahead=MS] [--concurrency=N] [--throughput-concurrency=N] [--backlog] [--tick-us=US] [--kinds=0123] [--verbose] [--redis-cpu=N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--pending=N] [--jobs=N] [--seconds=S] [--rounds=R] [--throughput=N] [--ack-delay=MS] [--lookahead=MS] [--concurrency=N] [--throughput-concurrency=N] [--backlog] [--tick-us=US] [--kinds=01234] [--verbose] [--redis-cpu=N]\n", argv[0]);
       return 2;
     }
   }
@@ -410,7 +417,7 @@ int main(int argc, char** argv) {
     if (!v[kind][0].empty())
       std::printf("| %s | %.2f ms | %.2f ms | %.2f ms | %.2f us |\n", kind_names[kind], median(v[kind][0]) / 1e3,
                 median(v[kind][1]) / 1e3, median(v[kind][2]) / 1e3, median(v[kind][3]));
-  for (int kind : {0, 1, 3})
+  for (int kind : {0, 1, 3, 4})
     if (!v[kind][0].empty() && !v[2][0].empty()) {
       std::printf("\n%s / polling every 100 ms: Redis CPU per job x%.2f, p99 lateness x%.3f", kind_names[kind],
                   median(v[kind][3]) / median(v[2][3]), median(v[kind][1]) / median(v[2][1]));

@@ -58,14 +58,18 @@ enum key_index { k_due = 1, k_inflight, k_job, k_attempts, k_claims, k_dead, k_r
   "local function claims(id) return tonumber(redis.call('HGET', KEYS[4], id) or '1') end\n" \
   "local function id_of(m) return string.match(m, '^%d+:(.*)$') or m end\n"
 
-// Job entries. KEYS[3] ({name}:job) maps an id to a stamp and the payload: the job's due time
-// as 16 decimal digits and ':' (17 bytes), then the payload's bytes. A claim reads a job's due
-// time with its payload in the one HMGET it makes anyway, and lists the due set without
-// WITHSCORES: Redis 7.0 formats every score it replies with snprintf("%.17g"), a large share
-// of the claim's work per job (bench/redis/claim_cachegrind.py measures it).
-// Invariant: a job's stamp is its score in {name}:due whenever it is there, so whatever files a
-// job at another time than its stamp restamps it (`restamp`: reschedule, retry, expiry,
-// requeue; a hand-back files it at its stamp). `stamped(at, payload)` clamps the stamp to
+// Job entries. KEYS[3] ({name}:job) maps an id to a stamp and the payload: the job's scheduled
+// time (the time its producer asked for) as 16 decimal digits and ':' (17 bytes), then the
+// payload's bytes. A claim reads a job's due time with its payload in the one HMGET it makes
+// anyway, and lists the due set without WITHSCORES: Redis 7.0 formats every score it replies
+// with snprintf("%.17g"), a large share of the claim's work per job
+// (bench/redis/claim_cachegrind.py measures it).
+// Invariant: a job without an entry in {name}:attempts (never claimed, or requeued from the
+// dead set) has its stamp as its score in {name}:due whenever it is there: what files such a
+// job at another time restamps it (`restamp`: reschedule, requeue). What makes a claimed job
+// due again (a retry's back-off, an expired lease, a hand-back) writes its attempts entry and
+// leaves the stamp alone: its score is then the due time of its next attempt, which the claim
+// reads (ZSCORE) for those jobs only. `stamped(at, payload)` clamps the stamp to
 // 0..2^53-1 (a due time before 1970 is stamped 0 and starts at once, as its score says; one
 // past the year 287,000 is never claimed), so its width never changes.
 // KEYS[9] ({name}:payload) is the layout before: id -> the bare payload, the due time only the
@@ -263,8 +267,9 @@ return n
 //     the workers' start times: the later it is read, the less a batch starts late),
 //     acknowledgements that held their lease, the first record's token (0: none taken; the
 //     job at index i of the list is in the record of token first + floor(i / claim_record_jobs)),
-//     {i, attempt, ...} for the jobs claimed before (the others are on their first attempt:
-//     no number per job in the common case), {stamp and payload, ...} (one per job of the list)}
+//     {i, attempt, attempt due, ...} for the jobs claimed before (the others are on their first
+//     attempt, due at their stamp: no number per job in the common case), {stamp (the scheduled
+//     time) and payload, ...} (one per job of the list)}
 inline constexpr const char* claim_lua =
     COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_BULK COGWHEEL_REDIS_LUA_RECORDS COGWHEEL_REDIS_LUA_JOBS COGWHEEL_REDIS_LUA_ACK R"(
 -- The record of ids[a..b]: cmsgpack.pack of a table made at its size (`{unpack(...)}`: one
@@ -302,8 +307,7 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
       buried = buried + 1
     else
       redis.call('HSET', KEYS[4], id, tries)
-      redis.call('ZADD', KEYS[1], now, id)
-      restamp(id, now)
+      redis.call('ZADD', KEYS[1], now, id)  -- due again now; the stamp keeps the scheduled time
     end
   end end
 end
@@ -344,6 +348,9 @@ if count > 0 then
         attempts[#attempts + 1] = attempt
         later[#later + 1] = n
         later[#later + 1] = attempt
+        -- This attempt's due time is its score (the stamp is the scheduled time), read while
+        -- the job is still in the due set: a ZSCORE per job claimed again, none on a first claim.
+        later[#later + 1] = tonumber(redis.call('ZSCORE', KEYS[1], ids[k]))
       end
       n = n + 1
     end
@@ -401,8 +408,7 @@ end
 redis.call('HSET', KEYS[4], id, tries)
 local at = now + tonumber(ARGV[3])
 announce(at, ARGV[5])
-redis.call('ZADD', KEYS[1], at, id)
-restamp(id, at)
+redis.call('ZADD', KEYS[1], at, id)  -- the next attempt's due time; the stamp keeps the scheduled time
 return 1
 )";
 
@@ -422,8 +428,9 @@ redis.call('ZADD', KEYS[2], 'XX', until_ms, m)
 return {now, until_ms}
 )";
 
-// ARGV: id, token, due_ms, ... Hands back claimed jobs that never started (a worker stopping
-// with jobs prefetched): due again at their due time, the claim not counted as an attempt.
+// ARGV: id, token, attempt_due_ms, ... Hands back claimed jobs that never started (a worker
+// stopping with jobs prefetched): due again at their attempt's due time (their stamp, the
+// scheduled time, stays), the claim not counted as an attempt.
 // -> how many were handed back.
 inline constexpr const char* release_lua = COGWHEEL_REDIS_LUA_PRELUDE COGWHEEL_REDIS_LUA_RECORDS R"(
 local n = 0

@@ -141,8 +141,12 @@ void delay_queue::register_metrics() {
                                             "Acks, failures or extensions refused: another claim held the job.",
                                             metrics_.lost_leases, queue));
   registrations_.push_back(register_counter(p + "dead_jobs", "Jobs the worker moved to the dead set.", metrics_.dead, queue));
-  registrations_.push_back(register_histogram(p + "lateness_seconds", "Due time to handler start, by Redis's clock.",
+  registrations_.push_back(register_histogram(p + "lateness_seconds",
+                                              "This attempt's due time to handler start, by Redis's clock.",
                                               metrics_.lateness_ns, queue));
+  registrations_.push_back(register_histogram(p + "scheduled_lateness_seconds",
+                                              "The time the producer scheduled to handler start (retries included), by Redis's clock.",
+                                              metrics_.scheduled_lateness_ns, queue));
 }
 
 void delay_queue::stop() noexcept {
@@ -272,33 +276,37 @@ task<void> delay_queue::work() {
         const std::int64_t now_us = int_of((*r)[6]) * 1'000'000 + int_of((*r)[7]);
         count_dead(static_cast<std::uint64_t>(int_of((*r)[5])));
         const auto ids = (*r)[1].elements();
-        const auto entries = (*r)[11].elements();  // each the job's stamp (its due time) and payload
+        const auto entries = (*r)[11].elements();  // each the job's stamp (its scheduled time) and payload
         const std::int64_t first_token = int_of((*r)[9]);  // one per record of claim_record_jobs jobs
-        const auto later = (*r)[10].elements();  // index, attempt of the jobs claimed before
+        const auto later = (*r)[10].elements();  // index, attempt, attempt due of the jobs claimed before
         std::size_t next_later = 0;
         for (std::size_t index = 0; index < entries.size(); ++index) {
           job j;
           j.id = ids[index].str();
           const detail::job_entry e = detail::parse_job_entry(entries[index].str(), now_ms + lookahead);
           j.payload = e.payload;
-          j.due_ms = e.due_ms;
-          if (next_later + 1 < later.size() && static_cast<std::size_t>(int_of(later[next_later])) == index) {
+          j.scheduled_ms = e.due_ms;
+          j.attempt_due_ms = e.due_ms;  // a first attempt is due when scheduled
+          if (next_later + 2 < later.size() && static_cast<std::size_t>(int_of(later[next_later])) == index) {
             j.attempt = int_of(later[next_later + 1]);
-            next_later += 2;
+            j.attempt_due_ms = int_of(later[next_later + 2]);
+            next_later += 3;
           }
           j.token = first_token + static_cast<std::int64_t>(index / claim_record_jobs);
           j.position_ = static_cast<std::uint32_t>(index % claim_record_jobs) + 1;
           // Due `ahead` after the server's TIME, which was read before `replied`: starting
           // `ahead` after `replied` is never early. The lease was stamped after `sent`.
-          const std::int64_t ahead_us = std::max<std::int64_t>(j.due_ms * 1000 - now_us, 0);
+          const std::int64_t ahead_us = std::max<std::int64_t>(j.attempt_due_ms * 1000 - now_us, 0);
           const clock::time_point start_at = replied + std::chrono::microseconds(ahead_us);
           const clock::time_point lease_end =
               detail::later_by(sent + std::chrono::microseconds(ahead_us), o_.visibility - detail::margin_of(o_));
           // Lateness by the server's clock: its TIME in the reply + local time since the reply.
-          const std::int64_t late_us = now_us - j.due_ms * 1000;
+          const std::int64_t base_us = now_us - to_us(replied.time_since_epoch());
+          const std::int64_t late_us = base_us - j.attempt_due_ms * 1000;
+          const std::int64_t scheduled_late_us = base_us - j.scheduled_ms * 1000;
           ++held_;
           ++stats_.jobs;
-          spawn(run_job(std::move(j), start_at, lease_end, late_us - to_us(replied.time_since_epoch())));
+          spawn(run_job(std::move(j), start_at, lease_end, late_us, scheduled_late_us));
         }
         // More may be due already: claim again at once with a quarter of the slots free (at
         // least one), else wait for finished() to free them, as a full worker does. Claiming
@@ -362,7 +370,8 @@ task<void> delay_queue::work() {
   if (run_waiter_) std::exchange(run_waiter_, nullptr).resume();  // run() returns: touch nothing after
 }
 
-task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_point lease_end, std::int64_t late_us) {
+task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_point lease_end, std::int64_t late_us,
+                                std::int64_t scheduled_late_us) {
   held h;
   h.next = held_list_;
   if (held_list_ != nullptr) held_list_->prev = &h;
@@ -373,7 +382,7 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
     co_await until_due;
   }
   if (stopping_) {  // never started: hand it back, the claim not counted as an attempt
-    const command_arg args[] = {j.id, j.token, j.due_ms};
+    const command_arg args[] = {j.id, j.token, j.attempt_due_ms};
     auto r = co_await call(release_, args);
     if (r && r->is_integer()) stats_.handed_back += static_cast<std::uint64_t>(r->integer());
     --held_;
@@ -382,9 +391,13 @@ task<void> delay_queue::run_job(job j, clock::time_point start_at, clock::time_p
     ++running_;
     ++stats_.fired;
     ++metrics_.fired;
-    const std::int64_t late = late_us + to_us(now().time_since_epoch());
-    stats_.lateness.record(late);
+    const std::int64_t started_us = to_us(now().time_since_epoch());
+    const std::int64_t late = late_us + started_us;
+    const std::int64_t scheduled_late = scheduled_late_us + started_us;
+    stats_.attempt_lateness.record(late);
+    stats_.scheduled_lateness.record(scheduled_late);
     metrics_.lateness_ns.record(static_cast<std::uint64_t>(std::max<std::int64_t>(late, 0)) * 1000);
+    metrics_.scheduled_lateness_ns.record(static_cast<std::uint64_t>(std::max<std::int64_t>(scheduled_late, 0)) * 1000);
     deadline lease(lease_end - now());
     j.lease_ = &lease;
     h.lease = &lease;

@@ -83,14 +83,15 @@ class redis_delay_queue_chaos : public ::testing::Test {
       w.visibility = visibility;
       w.max_wait = 100ms;
       w.lookahead = 100ms;
+      w.ack_delay = 0ms;  // each acknowledgement sent as its job ends
       w.retry_initial = 20ms;
       w.max_attempts = 1000;
       w.stop_grace = 100ms;
       auto handler = [&](const job& j) -> task<result<void>> {
-        const redis::command_arg due[] = {j.due_ms};
+        const redis::command_arg due[] = {j.attempt_due_ms};
         (void)co_await early.run(*c, {}, due);
         co_await sleep_for(20ms);  // the work, during which leases may be lost
-        const redis::command_arg args[] = {j.id, j.token, j.due_ms};
+        const redis::command_arg args[] = {j.id, j.token, j.attempt_due_ms};
         auto r = co_await store.run(*c, {}, args);
         if (!r) co_return r.error();
         co_return result<void>();

@@ -346,7 +346,7 @@ TEST_F(redis_delay_queue_life, prefetched_jobs_start_at_their_due_time_never_ear
       EXPECT_TRUE(*co_await q.schedule("p" + std::to_string(i), "", start + std::chrono::milliseconds(i * 5)));
     std::vector<std::int64_t> late_us;
     auto handler = [&](const job& j) -> task<result<void>> {
-      late_us.push_back(wall_us() - j.due_ms * 1000);
+      late_us.push_back(wall_us() - j.attempt_due_ms * 1000);
       co_return result<void>();
     };
     auto w = worker();
@@ -364,7 +364,7 @@ TEST_F(redis_delay_queue_life, prefetched_jobs_start_at_their_due_time_never_ear
     EXPECT_LT(q.stats().claims, static_cast<std::uint64_t>(n / 4));
     EXPECT_LT(q.stats().ack_batches, static_cast<std::uint64_t>(n));
     EXPECT_EQ(q.stats().fired, static_cast<std::uint64_t>(n));
-    EXPECT_EQ(q.stats().lateness.count, static_cast<std::uint64_t>(n));
+    EXPECT_EQ(q.stats().attempt_lateness.count, static_cast<std::uint64_t>(n));
   }());
 }
 
@@ -389,7 +389,7 @@ TEST_F(redis_delay_queue_life, a_lookahead_worker_claims_once_per_three_quarters
       for (int i = 0; i < jobs; ++i)
         EXPECT_TRUE(*co_await q.schedule("c" + std::to_string(i), "", start + every * i));
       auto handler = [&](const job& j) -> task<result<void>> {
-        if (wall_us() < j.due_ms * 1000) ++early;
+        if (wall_us() < j.attempt_due_ms * 1000) ++early;
         ++fired;
         co_return result<void>();
       };

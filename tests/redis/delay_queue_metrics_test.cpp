@@ -97,15 +97,23 @@ TEST_F(redis_delay_queue_metrics, the_counts_of_known_work_are_exact) {
   // Claims depend on timing: exactly the worker's own count, at least one per attempt round.
   EXPECT_EQ(value_of(o.snapshot, "cogwheel_delay_queue_claims"), static_cast<double>(o.stats.claims));
   EXPECT_GE(o.stats.claims, 2u);
-  bool found = false;
+  bool found = false, found_scheduled = false;
   for (const registered_histogram& h : o.snapshot.histograms) {
+    if (h.name == "cogwheel_delay_queue_scheduled_lateness_seconds") {
+      found_scheduled = true;
+      EXPECT_EQ(h.values.count(), 21u);
+      EXPECT_EQ(h.values.max() / 1000, o.stats.scheduled_lateness.max_us);
+    }
     if (h.name != "cogwheel_delay_queue_lateness_seconds") continue;
     found = true;
     EXPECT_EQ(h.core, 0);
     EXPECT_EQ(h.values.count(), 21u);
-    EXPECT_EQ(h.values.max() / 1000, o.stats.lateness.max_us);  // the same starts, in ns
+    EXPECT_EQ(h.values.max() / 1000, o.stats.attempt_lateness.max_us);  // the same starts, in ns
   }
   EXPECT_TRUE(found);
+  EXPECT_TRUE(found_scheduled);
+  // Retries start after their back-off: late for their producer, not for their attempt.
+  EXPECT_GE(o.stats.scheduled_lateness.max_us, o.stats.attempt_lateness.max_us);
   // The exposition: conventions' names, the core label first, the queue name escaped.
   const std::string labels = "{core=\"0\",queue=\"metered \\\"jobs\\\"\"}";
   EXPECT_NE(o.text.find("# TYPE cogwheel_delay_queue_jobs_fired_total counter\n"), std::string::npos);

@@ -54,6 +54,11 @@ class queue_test : public ::testing::Test {
     redis::worker_options w;
     w.address = socket_address::ipv4_loopback(server_->port());
     w.max_wait = std::chrono::milliseconds(100);
+    // A claim at each due instant and an acknowledgement as soon as a job ends (not the
+    // defaults): the tests count claims, wake-ups, acknowledgements and leases of a worker that
+    // takes a job only once it is due; those that prefetch or gather say so.
+    w.lookahead = std::chrono::milliseconds(0);
+    w.ack_delay = std::chrono::milliseconds(0);
     return w;
   }
   std::unique_ptr<redis_server> server_;

@@ -66,7 +66,16 @@ using wall_clock = std::chrono::system_clock;
 struct job {
   std::string id;       ///< the job's id, as given to schedule()
   std::string payload;  ///< its bytes, as given to schedule()
-  std::int64_t due_ms = 0;   ///< as scheduled, ms since the epoch (Redis's clock)
+  /// The time the producer asked for, ms since the epoch (Redis's clock): as given to
+  /// schedule() or schedule_after(), or last to reschedule() or requeue_dead(). Retries and
+  /// expired leases do not change it, so `now - scheduled_ms` is how late the job is for
+  /// whoever scheduled it.
+  std::int64_t scheduled_ms = 0;
+  /// The due time of this attempt, ms since the epoch (Redis's clock): scheduled_ms on a first
+  /// attempt; on a later one, when the server made the job due again (the retry back-off after
+  /// a failure, the moment an expired lease was reaped, the due time a stopping worker handed
+  /// it back at). The job never starts before it.
+  std::int64_t attempt_due_ms = 0;
   std::int64_t attempt = 1;  ///< claims of this job so far, this one included
   /// The claim's fencing token: greater than every earlier claim's of this job (the jobs of
   /// one claim record, up to 128 of one claim, share it; it is checked per job). A side effect
@@ -117,12 +126,26 @@ struct worker_options {
   /// Claim the jobs due within this window and hold them on the wheel until their due time:
   /// one claim per 3/4 to 7/8 of a lookahead (a per-worker jitter) instead of one per due
   /// instant; a job is claimed at least lookahead / 8 before it is due.
-  std::chrono::milliseconds lookahead{0};
+  /// The default, 200 ms (with ack_delay's 100 ms), is what a worker should have: a script
+  /// costs Redis more than the jobs it takes, so with lookahead 0 (a claim at each due instant)
+  /// and ack_delay 0 (an acknowledgement per job) jobs due at distinct milliseconds cost Redis
+  /// 7-10x the CPU per job of a worker polling every 100 ms; with both defaults 0.8-1.0x that
+  /// poller's, at a lateness p99 of milliseconds instead of its ~100
+  /// (bench/redis/delay_queue_bench.cpp, bench/redis/README.md). The price: a job is held (in
+  /// flight) from up to one lookahead before its due time, so reschedule() within that window
+  /// no longer moves it and cancel() no longer stops its handler from starting, and a worker
+  /// that dies holding it delays it by up to lookahead + visibility. 0 claims each job only
+  /// when due.
+  std::chrono::milliseconds lookahead{200};
   /// Acknowledgements wait this long to go as one batch (a full batch of 512 goes at once):
   /// one script per batch instead of one per job, for jobs held this much longer in flight.
   /// When the worker claims again within another ack_delay, they wait for that claim and go
   /// with it (one request instead of two): an acknowledgement waits at most 2 x ack_delay.
-  std::chrono::milliseconds ack_delay{0};
+  /// The default, 100 ms, goes with lookahead's (see there): with 0, a worker sends about one
+  /// acknowledgement script per job, which costs Redis as much as claiming each job alone. A
+  /// worker that dies sees the jobs it finished but had not acknowledged run again
+  /// (at-least-once), up to 2 x ack_delay's worth.
+  std::chrono::milliseconds ack_delay{100};
   /// Bound of the payload bytes one claim takes (the first job always goes).
   std::size_t max_claim_bytes = 4u << 20;
   /// On stop: running handlers get this long to finish, then their deadline is cut.
@@ -142,7 +165,10 @@ struct lateness_stats {
   std::uint64_t quantile_us(double q) const noexcept;
 };
 
-/// What a worker counts.
+/// What a worker counts. Two latenesses per start, both by the server's clock: from the
+/// attempt's due time (job::attempt_due_ms: how promptly the worker starts what is due, its
+/// wake-ups and claims) and from the scheduled time (job::scheduled_ms: what the producer sees,
+/// retry back-offs and expired leases included). They differ only for jobs on a later attempt.
 struct worker_stats {
   std::uint64_t claims = 0;        ///< claim scripts run
   std::uint64_t jobs = 0;          ///< jobs claimed
@@ -155,7 +181,11 @@ struct worker_stats {
   std::uint64_t dead = 0;          ///< jobs this worker's scripts moved to the dead set
   std::uint64_t handed_back = 0;   ///< claimed jobs released unstarted on stop
   std::uint64_t woken_by_message = 0;  ///< sleeps cut short by a producer's announcement of an earlier job
-  lateness_stats lateness;         ///< due time to handler start, by the server's clock
+  /// This attempt's due time (job::attempt_due_ms) to handler start.
+  lateness_stats attempt_lateness;
+  /// The scheduled time (job::scheduled_ms) to handler start: every attempt's start counts, a
+  /// retry's or a requeued job's from the time its producer asked for.
+  lateness_stats scheduled_lateness;
 };
 
 /// Counts of a queue's sets.
@@ -228,14 +258,17 @@ class delay_queue {
   /// labels core and queue="<name>") until the queue is destroyed, so snapshot_metrics() and
   /// to_prometheus() show them: cogwheel_delay_queue_claims_total, _jobs_fired_total,
   /// _retries_total, _lost_leases_total, _dead_jobs_total and the histogram
-  /// cogwheel_delay_queue_lateness_seconds (due time to handler start, Redis's clock).
+  /// cogwheel_delay_queue_lateness_seconds (this attempt's due time to handler start, as
+  /// worker_stats::attempt_lateness) and cogwheel_delay_queue_scheduled_lateness_seconds (the
+  /// scheduled time to handler start, as worker_stats::scheduled_lateness), Redis's clock.
   /// The queue's name (its keys are {name}:...).
   const std::string& name() const noexcept { return name_; }
 
  private:
   struct held;
   task<void> work();
-  task<void> run_job(job j, clock::time_point start_at, clock::time_point lease_end, std::int64_t late_base_us);
+  task<void> run_job(job j, clock::time_point start_at, clock::time_point lease_end, std::int64_t late_base_us,
+                     std::int64_t scheduled_late_base_us);
   task<void> flush_acks();
   task<result<reply>> call(script& s, std::span<const command_arg> args);
   void on_message(std::string_view payload) noexcept;
@@ -277,7 +310,7 @@ class delay_queue {
   // before their registrations, which are destroyed (unregistered) first.
   struct metered {
     counter claims, fired, retries, lost_leases, dead;
-    histogram lateness_ns;
+    histogram lateness_ns, scheduled_lateness_ns;
   };
   void count_lost_leases(std::uint64_t n) noexcept;
   void count_dead(std::uint64_t n) noexcept;

@@ -38,15 +38,19 @@ extern std::atomic<expire_callback> expire_table[expire_table_size];
 std::uint8_t register_expire_callback(expire_callback fn) noexcept;
 
 // The index of a callback known at compile time: registered once per callback, then a
-// function-local static (the construction path pays one guard test, not a scan).
+// function-local static (the construction path pays one guard test, not a scan). Null is told
+// apart by the specialization below, not by comparing F with nullptr: under
+// -fsanitize=undefined g++ 12 does not fold a function pointer's comparison with null into a
+// constant expression, so `if constexpr (F == nullptr)` does not compile there.
 template <expire_callback F>
 inline std::uint8_t expire_index() noexcept {
-  if constexpr (F == nullptr) {
-    return 0;
-  } else {
-    static const std::uint8_t index = register_expire_callback(F);
-    return index;
-  }
+  static const std::uint8_t index = register_expire_callback(F);
+  return index;
+}
+
+template <>
+inline std::uint8_t expire_index<nullptr>() noexcept {
+  return 0;
 }
 
 // The callback of an index returned above (null for 0).
