@@ -153,6 +153,7 @@ class channel {
 template <class T>
 class channel<T>::send_operation : public operation<send_operation> {
  public:
+  /// A send of `value` into `ch`, started when awaited (what channel::send() returns).
   send_operation(channel& ch, T value) noexcept : ch_(&ch), value_(std::move(value)) {}
   /// Before it is awaited only.
   send_operation(send_operation&& o) noexcept
@@ -240,6 +241,7 @@ class channel<T>::send_operation : public operation<send_operation> {
 template <class T>
 class channel<T>::receive_operation : public operation<receive_operation> {
  public:
+  /// A receive from `ch`, started when awaited (what channel::receive() returns).
   explicit receive_operation(channel& ch) noexcept : ch_(&ch) {}
   /// Before it is awaited only.
   receive_operation(receive_operation&& o) noexcept : operation<receive_operation>(std::move(o)), ch_(o.ch_) {}

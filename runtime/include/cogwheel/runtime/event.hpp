@@ -56,6 +56,7 @@ class event {
 /// Awaited once; movable only before it is awaited.
 class event::wait_operation : public operation<wait_operation> {
  public:
+  /// A wait for `e`, started when awaited (what event::wait() returns).
   explicit wait_operation(event& e) noexcept : event_(&e) {}
   /// Before it is awaited only.
   wait_operation(wait_operation&& o) noexcept : operation<wait_operation>(std::move(o)), event_(o.event_) {}

@@ -75,6 +75,7 @@ class semaphore::permit {
  public:
   /// Holds nothing.
   permit() noexcept = default;
+  /// Takes o's permits; `o` holds nothing after.
   permit(permit&& o) noexcept : sem_(std::exchange(o.sem_, nullptr)), count_(std::exchange(o.count_, 0)) {}
   /// Gives back what this held, then takes o's.
   permit& operator=(permit&& o) noexcept {
@@ -110,6 +111,7 @@ class semaphore::permit {
 /// result<semaphore::permit>. Awaited once; movable only before it is awaited.
 class semaphore::acquire_operation : public operation<acquire_operation> {
  public:
+  /// An acquire of `n` permits of `s`, started when awaited (what semaphore::acquire() returns).
   acquire_operation(semaphore& s, std::size_t n) noexcept : sem_(&s), n_(n) {}
   /// Before it is awaited only.
   acquire_operation(acquire_operation&& o) noexcept
